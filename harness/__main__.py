@@ -1,0 +1,108 @@
+"""Command line: `python -m harness test sm_90a`, `python -m harness compile`.
+
+Exit status: 0 when no cell failed or errored, 1 when one did, 2 when the matrix itself is
+unusable (the message names the file and line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from harness.cells import Outcome
+from harness.device import NoDevice, probe
+from harness.matrix import Matrix, MatrixError, load_matrix
+from harness.run import RunOptions, RunResult, run_target
+from harness.toolchain import ToolchainError, find_toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    parser.add_argument("--kernels", type=Path, default=ROOT / "kernels")
+    parser.add_argument("--reports", type=Path, default=ROOT / "reports")
+    parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "compile")
+    parser.add_argument("-k", dest="select", default="", help="only kernels whose name has this")
+    parser.add_argument("--runner", default="", help="runner name for the report's suite")
+    commands = parser.add_subparsers(dest="command", required=True)
+    test = commands.add_parser("test", help="compile and run one target")
+    test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    build = commands.add_parser("compile", help="compile targets without running")
+    build.add_argument("targets", nargs="*", help="default: every target")
+    args = parser.parse_args(argv)
+
+    try:
+        matrix = load_matrix(args.matrix)
+        if args.command == "test":
+            targets = [matrix.target(args.target)]
+        else:
+            targets = [matrix.target(name) for name in args.targets] or list(
+                matrix.targets.values()
+            )
+    except MatrixError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    try:
+        toolchain = find_toolchain()
+        print(f"nvcc {toolchain.version} ({toolchain.origin}: {toolchain.nvcc})")
+    except ToolchainError as error:
+        toolchain = error
+        print(f"error: {error}", file=sys.stderr)
+    execute = args.command == "test"
+    device = probe(matrix) if execute else NoDevice("compile only")
+    if execute:
+        if isinstance(device, NoDevice):
+            print(f"device: none ({device.reason}); run cells are skipped no-device")
+        else:
+            print(f"device: {device.name}, CC {device.cc}, driver {device.driver}")
+
+    ok = True
+    for target in targets:
+        options = RunOptions(
+            target=target,
+            kernels_root=args.kernels,
+            reports_dir=args.reports,
+            cache_dir=args.cache,
+            execute=execute,
+            select=args.select,
+            runner=args.runner,
+        )
+        result = run_target(matrix, options, toolchain, device)
+        _print_summary(matrix, result)
+        ok &= result.ok
+    return 0 if ok else 1
+
+
+def _print_summary(matrix: Matrix, result: RunResult) -> None:
+    if result.compiled == 0 and result.cached:
+        print(f"compile: nothing to do, {result.cached} binaries cached")
+    else:
+        print(f"compile: {result.compiled} compiled, {result.cached} cached")
+    for cell in result.cells:
+        mark = cell.outcome.value.upper()
+        line = f"  {mark:8} {cell.classname}::{cell.name}"
+        if "time_median_us" in cell.properties:
+            line += f"  {float(cell.properties['time_median_us']):.1f} us"
+            for key, unit in (("tflops", " TFLOPS"), ("gbytes_per_s", " GB/s")):
+                if key in cell.properties:
+                    line += f"  {cell.properties[key]}{unit}"
+            if "roofline_pct" in cell.properties:
+                line += f"  {cell.properties['roofline_pct']}% of roofline"
+            line += f"  [{cell.properties['binary']}]"
+        elif cell.outcome is not Outcome.PASSED:
+            line += f"  -- {cell.message}"
+        print(line)
+    counts = Counter(cell.outcome.value for cell in result.cells)
+    reasons = Counter(cell.skip_reason.value for cell in result.cells if cell.skip_reason)
+    summary = ", ".join(f"{counts.get(o.value, 0)} {o.value}" for o in Outcome)
+    detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    print(f"{result.files.xml.name}: {summary}" + (f" ({detail})" if detail else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""nvcc per (kernel, target), cached by content, with ptxas' resource report kept.
+
+The cache key covers everything that changes the binary: the source and the project headers it
+includes, the flags, the target's gencode and nvcc's exact version. Entries are written to a
+temporary name and renamed, so a crash or a second run never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.kernels import Kernel
+from harness.matrix import Target
+from harness.toolchain import Toolchain
+
+FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
+TIMEOUT_S = 600
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """ptxas -v for one entry point."""
+
+    registers: int
+    smem_bytes: int
+    spill_bytes: int  # spill stores + spill loads
+    stack_bytes: int
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The outcome of one compile cell. `binary` is None when nvcc failed."""
+
+    binary: Path | None
+    command: tuple[str, ...]
+    log: str
+    seconds: float
+    cached: bool
+    resources: dict[str, Resources]
+
+    @property
+    def ok(self) -> bool:
+        return self.binary is not None
+
+
+def sources_of(source: Path) -> list[Path]:
+    """The .cu and every project header it includes with quotes, transitively."""
+    seen: list[Path] = []
+    pending = [source.resolve()]
+    while pending:
+        path = pending.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        for name in _INCLUDE.findall(path.read_text(errors="replace")):
+            pending.append((path.parent / name).resolve())
+    return seen
+
+
+def cache_key(kernel: Kernel, target: Target, toolchain: Toolchain) -> str:
+    digest = hashlib.sha256()
+    for part in (toolchain.version, target.gencode, *FLAGS):
+        digest.update(part.encode() + b"\0")
+    for path in sources_of(kernel.source):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    resources: dict[str, Resources] = {}
+    entry = None
+    stack = spills = 0
+    for line in log.splitlines():
+        if match := re.search(r"Compiling entry function '([^']+)'", line):
+            entry, stack, spills = match.group(1), 0, 0
+        elif match := re.search(
+            r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line
+        ):
+            stack, spills = int(match.group(1)), int(match.group(2)) + int(match.group(3))
+        elif entry and (match := re.search(r"Used (\d+) registers", line)):
+            smem = re.search(r"(\d+) bytes smem", line)
+            resources[entry] = Resources(
+                registers=int(match.group(1)),
+                smem_bytes=int(smem.group(1)) if smem else 0,
+                spill_bytes=spills,
+                stack_bytes=stack,
+            )
+            entry = None
+    return resources
+
+
+def _read_entry(binary: Path, record: Path) -> dict | None:
+    """A cache entry whose binary still matches the hash recorded with it; else None (rebuild)."""
+    try:
+        entry = json.loads(record.read_text())
+        if hashlib.sha256(binary.read_bytes()).hexdigest() != entry["sha256"]:
+            return None
+        entry["resources"] = {n: Resources(**r) for n, r in entry["resources"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return entry
+
+
+class Compiler:
+    def __init__(self, toolchain: Toolchain, cache_dir: Path):
+        self.toolchain = toolchain
+        self.cache_dir = Path(cache_dir)
+
+    def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
+        return (
+            str(self.toolchain.nvcc),
+            *FLAGS,
+            "-gencode",
+            target.gencode,
+            str(kernel.source),
+            "-o",
+            str(output),
+        )
+
+    def compile(self, kernel: Kernel, target: Target) -> Compiled:
+        key = cache_key(kernel, target, self.toolchain)
+        folder = self.cache_dir / kernel.classname
+        binary = folder / f"{target.name}-{key}.fatbin"
+        record = binary.with_suffix(".json")
+        cached = _read_entry(binary, record)
+        if cached is not None:
+            return Compiled(
+                binary=binary,
+                command=tuple(cached["command"]),
+                log=cached["log"],
+                seconds=0.0,
+                cached=True,
+                resources=cached["resources"],
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, scratch = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
+        os.close(handle)
+        scratch = Path(scratch)
+        command = self.command(kernel, target, scratch)
+        started = time.monotonic()
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=kernel.folder
+            )
+            log = (result.stdout + result.stderr).strip()
+            failed = result.returncode != 0
+            if failed:
+                log += f"\nnvcc exited with status {result.returncode}"
+        except subprocess.TimeoutExpired:
+            failed, log = True, f"timeout: nvcc ran past {TIMEOUT_S} s"
+        except OSError as error:
+            failed, log = True, f"cannot run {command[0]}: {error.strerror}"
+        seconds = time.monotonic() - started
+        resources = parse_ptxas(log)
+        if failed:
+            scratch.unlink(missing_ok=True)
+            return Compiled(None, command, log, seconds, False, resources)
+        shown = self.command(kernel, target, binary)
+        record_scratch = scratch.with_suffix(".json.tmp")
+        record_scratch.write_text(
+            json.dumps(
+                {
+                    "command": shown,
+                    "sha256": hashlib.sha256(scratch.read_bytes()).hexdigest(),
+                    "log": log,
+                    "resources": {name: asdict(r) for name, r in resources.items()},
+                }
+            )
+        )
+        os.replace(scratch, binary)
+        os.replace(record_scratch, record)
+        return Compiled(binary, shown, log, seconds, False, resources)
+
+    def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled]:
+        """Compile every pair, in parallel across cores; results in the order given."""
+        workers = max(1, min(len(pairs), os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda pair: self.compile(*pair), pairs))

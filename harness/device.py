@@ -1,0 +1,72 @@
+"""The GPU this run sees, read from the driver; or the reason there is none."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.matrix import ComputeCapability, DevicePeaks, Matrix
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    ordinal: int
+    name: str
+    cc: ComputeCapability
+    driver: str  # "580.159.04" where NVML answers, else the CUDA version "13.0"
+    cuda_driver: str  # the CUDA version the driver supports, "13.0"
+    sm_count: int
+    l2_bytes: int
+    smem_optin_bytes: int
+    base_clock_mhz: int
+    peaks: DevicePeaks | None  # from matrix.yaml's devices, by name
+
+
+@dataclass(frozen=True)
+class NoDevice:
+    reason: str
+
+
+def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
+    try:
+        from cuda.bindings import driver
+        from cuda.core import Device
+
+        device = Device(ordinal)
+        device.set_current()
+    except Exception as error:  # no libcuda, no GPU, no cuda-python: all mean "no device"
+        return NoDevice(f"{type(error).__name__}: {error}")
+    _, version = driver.cuDriverGetVersion()
+    cuda_driver = f"{version // 1000}.{version % 1000 // 10}"
+    properties = device.properties
+    return DeviceInfo(
+        ordinal=ordinal,
+        name=device.name,
+        cc=ComputeCapability(*device.compute_capability),
+        driver=_kernel_driver_version() or cuda_driver,
+        cuda_driver=cuda_driver,
+        sm_count=properties.multiprocessor_count,
+        l2_bytes=properties.l2_cache_size,
+        smem_optin_bytes=properties.max_shared_memory_per_block_optin,
+        base_clock_mhz=properties.clock_rate // 1000,
+        peaks=matrix.devices.get(device.name),
+    )
+
+
+def _kernel_driver_version() -> str | None:
+    try:
+        from cuda.core import system
+
+        major, *rest = system.get_kernel_mode_driver_version()
+        return ".".join([str(major), *(f"{part:02d}" for part in rest)])  # 580.159.04
+    except Exception:  # NVML is optional: the CUDA version still identifies the driver
+        return None
+
+
+def sm_clock_mhz(info: DeviceInfo) -> int | None:
+    """The SM clock now, through NVML; None where NVML cannot say."""
+    try:
+        from cuda.core import system
+
+        return int(system.Device(index=info.ordinal).get_clock("sm").get_current_mhz())
+    except Exception:  # NVML is optional; the report then says the clock is unknown
+        return None

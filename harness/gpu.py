@@ -1,0 +1,136 @@
+"""Runs a kernel's cases on the GPU: set up, launch, verify, then time what passed.
+
+Imported only where a device exists, so machines without cuda-python's driver still compile and
+report. A spec that raises is an `error` cell; a kernel that faults or computes wrong values is a
+`failed` cell; either way the remaining cases still run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from cuda.core import Device
+
+from harness.cells import Cell, Outcome
+from harness.device import DeviceInfo
+from harness.kernels import Kernel
+from harness.launcher import CudaError, Module, Workspace
+from harness.matrix import Target, TimingDefaults
+from harness.run import describe_exception, seed_of, timing_properties
+from harness.spec import Case
+from harness.timing import measure
+from harness.verify import SpecError, check_reference_fits, compare, unchanged
+
+
+class _SpecFailure(Exception):
+    """The kernel's spec broke at one step; the cell is an error, not a failure."""
+
+    def __init__(self, step: str, error: BaseException):
+        super().__init__(step)
+        self.step, self.error = step, error
+
+
+def _spec_step(step: str, call, *args):
+    try:
+        return call(*args)
+    except Exception as error:  # anything a user's spec raises belongs to its cell
+        raise _SpecFailure(step, error) from error
+
+
+class GpuRuntime:
+    def __init__(self, info: DeviceInfo, timing: TimingDefaults):
+        self.info = info
+        self.timing = timing
+        self.device = Device(info.ordinal)
+        self.device.set_current()
+        self.stream = self.device.create_stream()
+        # A memset over twice the L2 before each sample evicts whatever the last run left there.
+        self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
+
+    def run_kernel(self, kernel: Kernel, target: Target, binary: Path, common) -> list[Cell]:
+        try:
+            module = Module(binary, target, self.info)
+        except Exception as error:  # a binary the driver refuses fails all its cases
+            message, detail = describe_exception(error)
+            return [
+                Cell(
+                    kernel.classname,
+                    f"{case.name}[{target.name}]",
+                    Outcome.FAILED,
+                    f"loading {binary.name} failed: {message}",
+                    detail=detail,
+                    properties=dict(common),
+                )
+                for case in kernel.spec.cases
+            ]
+        return [self._run_case(kernel, case, target, module, common) for case in kernel.spec.cases]
+
+    def _run_case(self, kernel, case: Case, target: Target, module: Module, common) -> Cell:
+        started = time.monotonic()
+        cell = Cell(
+            kernel.classname, f"{case.name}[{target.name}]", Outcome.PASSED, properties=dict(common)
+        )
+        cell.properties["seed"] = str(seed_of(kernel, case))
+        workspace = None
+        try:
+            workspace = self._check(kernel, case, module, cell)
+            if cell.outcome is Outcome.PASSED:
+                work = _spec_step("work", kernel.spec.work, case)
+                timing_started = time.monotonic()
+                timing = measure(
+                    workspace.run, workspace.reset_scratch, self.stream, self.flush, self.timing
+                )
+                cell.samples_us = timing.samples_us
+                cell.properties.update(timing_properties(timing, work, self.info))
+                cell.properties["timing_wall_s"] = f"{time.monotonic() - timing_started:.3f}"
+        except _SpecFailure as failure:
+            message, detail = describe_exception(failure.error)
+            cell.outcome = Outcome.ERROR
+            cell.message = f"{kernel.classname} spec {failure.step}() raised {message}"
+            cell.detail = detail
+        except SpecError as error:
+            cell.outcome, cell.message = Outcome.ERROR, f"{kernel.classname}: {error}"
+        except CudaError as error:
+            cell.outcome, cell.message = Outcome.FAILED, f"CUDA error: {error}"
+        except Exception as error:  # a driver or launch error from cuda.core: the kernel's
+            message, detail = describe_exception(error)
+            cell.outcome, cell.message, cell.detail = Outcome.FAILED, message, detail
+        finally:
+            if workspace is not None:
+                try:
+                    workspace.close()
+                except Exception as error:  # a sticky fault surfaces here too
+                    if cell.outcome is Outcome.PASSED:
+                        cell.outcome, cell.message = Outcome.FAILED, describe_exception(error)[0]
+        cell.seconds = time.monotonic() - started
+        return cell
+
+    def _check(self, kernel: Kernel, case: Case, module: Module, cell: Cell) -> Workspace:
+        """Run once and verify; sets the cell failed with the reasons, returns the workspace."""
+        rng = np.random.default_rng(seed_of(kernel, case))
+        problem = _spec_step("setup", kernel.spec.setup, case, rng)
+        try:
+            workspace = Workspace(self.device, self.stream, module, problem)
+        except (KeyError, TypeError, ValueError) as error:
+            raise _SpecFailure("setup", error) from error
+        entry = problem.launches[0].entry
+        cell.properties["binary"] = module.kernel(entry).path
+        workspace.reset_scratch()
+        workspace.run()
+        self.stream.sync()
+        actual = workspace.outputs()
+        problems = [
+            msg
+            for name, before in problem.inputs.items()
+            if (msg := unchanged(name, before, workspace.inputs_after()[name]))
+        ]
+        expected = _spec_step("reference", kernel.spec.reference, case, problem.inputs)
+        check_reference_fits(problem.outputs, expected)
+        for name in problem.outputs:
+            if msg := compare(name, actual[name], expected[name], case.tolerance):
+                problems.append(msg)
+        if problems:
+            cell.outcome, cell.message = Outcome.FAILED, "; ".join(problems)
+        return workspace

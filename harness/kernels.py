@@ -1,0 +1,78 @@
+"""Finds the kernels: one folder per kernel under kernels/<chapter>/, holding spec.py and its .cu.
+
+A folder whose spec cannot be used becomes a BrokenKernel that carries the reason, so the
+report shows it as an error cell instead of the whole run dying on one bad file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Kernel:
+    chapter: str
+    name: str
+    folder: Path
+    spec: KernelSpec
+
+    @property
+    def classname(self) -> str:
+        return f"{self.chapter}.{self.name}"
+
+    @property
+    def source(self) -> Path:
+        return self.folder / self.spec.source
+
+
+@dataclass(frozen=True)
+class BrokenKernel:
+    chapter: str
+    name: str
+    folder: Path
+    reason: str
+
+    @property
+    def classname(self) -> str:
+        return f"{self.chapter}.{self.name}"
+
+
+def discover(root: Path) -> list[Kernel | BrokenKernel]:
+    """Every `<root>/<chapter>/<kernel>/spec.py`, sorted by chapter then kernel."""
+    return [_load(spec_file) for spec_file in sorted(Path(root).glob("*/*/spec.py"))]
+
+
+def _load(spec_file: Path) -> Kernel | BrokenKernel:
+    folder = spec_file.parent
+    chapter, name = folder.parent.name, folder.name
+
+    def broken(reason: str) -> BrokenKernel:
+        return BrokenKernel(chapter, name, folder, f"{spec_file}: {reason}")
+
+    module_name = f"kernel_specs.{chapter}.{name}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, spec_file)
+    module = importlib.util.module_from_spec(loader_spec)
+    try:
+        sys.modules[module_name] = module
+        loader_spec.loader.exec_module(module)
+    except Exception as error:  # any error in a user's spec is that kernel's error cell
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        return broken(f"import failed at line {frame.lineno}: {type(error).__name__}: {error}")
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, KernelSpec):
+        return broken("defines no SPEC = KernelSpec(...)")
+    if not (folder / spec.source).is_file():
+        return broken(f"source {spec.source!r} is not a file beside it")
+    if len(spec.cases) == 0:
+        return broken("declares no cases")
+    names = [case.name for case in spec.cases]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        return broken(f"case names repeat: {', '.join(duplicates)}")
+    return Kernel(chapter, name, folder, spec)

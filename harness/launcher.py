@@ -1,0 +1,179 @@
+"""Loads a compiled binary and runs one Problem on the GPU through cuda.core.
+
+cuda.bindings fills the gaps cuda.core leaves: the dynamic shared memory opt-in and host<->device
+copies of numpy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from cuda.bindings import driver
+from cuda.core import (
+    Buffer,
+    Device,
+    Kernel,
+    LaunchConfig,
+    ObjectCode,
+    TensorMapDescriptorOptions,
+    launch,
+)
+from cuda.core.utils import StridedMemoryView
+
+from harness.device import DeviceInfo
+from harness.matrix import Target
+from harness.spec import Buf, Launch, Problem, Scalar, TensorMap
+
+# cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
+_SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)
+_SWIZZLE_BY_BYTES = {
+    0: _SWIZZLE.NONE,
+    32: _SWIZZLE.SWIZZLE_32B,
+    64: _SWIZZLE.SWIZZLE_64B,
+    128: _SWIZZLE.SWIZZLE_128B,
+}
+POISON_BYTE = 0xFF  # NaN in every float width, -1 in every integer width
+
+
+class CudaError(Exception):
+    """A driver call failed; the message starts with the CUDA error's name."""
+
+
+def check(result) -> object:
+    err, *rest = result
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        _, text = driver.cuGetErrorString(err)
+        raise CudaError(f"{name.decode()}: {text.decode()}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    kernel: Kernel
+    path: str  # "sass" or "ptx-jit", read from the loaded function
+
+
+class Module:
+    """One fatbin loaded on the device; kernels are fetched by name on first use."""
+
+    def __init__(self, binary: Path, target: Target, info: DeviceInfo):
+        self.code = ObjectCode.from_fatbin(str(binary))
+        self.target = target
+        self.info = info
+        self._kernels: dict[str, LoadedKernel] = {}
+
+    def kernel(self, entry: str) -> LoadedKernel:
+        if entry not in self._kernels:
+            kernel = self.code.get_kernel(entry)
+            # The driver reports the SASS version it runs: if that is not the SASS we embedded,
+            # the driver compiled our PTX for this device.
+            ran = kernel.attributes[self.info.ordinal].binary_version
+            embedded = self.target.cc.major * 10 + self.target.cc.minor
+            self._kernels[entry] = LoadedKernel(kernel, "sass" if ran == embedded else "ptx-jit")
+        return self._kernels[entry]
+
+
+class Workspace:
+    """The device buffers and launch arguments of one Problem, ready to run again and again."""
+
+    def __init__(self, device: Device, stream, module: Module, problem: Problem):
+        self.device, self.stream, self.problem = device, stream, problem
+        self.buffers: dict[str, Buffer] = {}
+        for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
+            if name in self.buffers:
+                raise ValueError(f"buffer name {name!r} is used twice")
+            self.buffers[name] = device.allocate(max(array.nbytes, 1), stream=stream)
+        for name, array in problem.inputs.items():
+            self._upload(name, array)
+        for name in problem.outputs:
+            self.buffers[name].fill(POISON_BYTE, stream=stream)
+        self.steps = [self._step(module, one) for one in problem.launches]
+        stream.sync()
+
+    def _upload(self, name: str, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array)
+        check(
+            driver.cuMemcpyHtoDAsync(
+                int(self.buffers[name].handle), data.ctypes.data, data.nbytes, self.stream.handle
+            )
+        )
+        self.stream.sync()  # `data` may be a temporary: finish before it is freed
+
+    def _download(self, name: str, template: np.ndarray) -> np.ndarray:
+        out = np.empty(template.shape, template.dtype)
+        check(
+            driver.cuMemcpyDtoHAsync(
+                out.ctypes.data, int(self.buffers[name].handle), out.nbytes, self.stream.handle
+            )
+        )
+        self.stream.sync()
+        return out
+
+    def _array(self, name: str) -> np.ndarray:
+        for group in (self.problem.inputs, self.problem.outputs, self.problem.scratch):
+            if name in group:
+                return group[name]
+        raise KeyError(f"launch argument names buffer {name!r}, which the problem does not have")
+
+    def _argument(self, arg):
+        if isinstance(arg, Buf):
+            self._array(arg.name)
+            return self.buffers[arg.name]
+        if isinstance(arg, Scalar):
+            return arg.value
+        if isinstance(arg, TensorMap):
+            array = self._array(arg.name)
+            view = StridedMemoryView.from_buffer(
+                self.buffers[arg.name], shape=array.shape, dtype=array.dtype
+            )
+            return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
+        raise TypeError(f"unknown launch argument {arg!r}")
+
+    def _step(self, module: Module, one: Launch):
+        loaded = module.kernel(one.entry)
+        if one.shmem_bytes > 48 * 1024:
+            # Above 48 KB a block gets dynamic shared memory only after this opt-in.
+            check(
+                driver.cuKernelSetAttribute(
+                    driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    one.shmem_bytes,
+                    loaded.kernel.handle,
+                    module.info.ordinal,
+                )
+            )
+        if one.cluster:
+            # cuda.core counts clusters in `grid` when a cluster is given; specs count blocks.
+            if any(g % c for g, c in zip(one.grid, one.cluster, strict=True)):
+                raise ValueError(f"grid {one.grid} is not a multiple of cluster {one.cluster}")
+            grid = tuple(g // c for g, c in zip(one.grid, one.cluster, strict=True))
+            config = LaunchConfig(
+                grid=grid, cluster=one.cluster, block=one.block, shmem_size=one.shmem_bytes
+            )
+        else:
+            config = LaunchConfig(grid=one.grid, block=one.block, shmem_size=one.shmem_bytes)
+        args = tuple(self._argument(arg) for arg in one.args)
+        return loaded.kernel, config, args
+
+    def reset_scratch(self) -> None:
+        for name, array in self.problem.scratch.items():
+            self._upload(name, array)
+
+    def run(self) -> None:
+        """Enqueue every launch of the problem on the stream, without waiting."""
+        for kernel, config, args in self.steps:
+            launch(self.stream, config, kernel, *args)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {name: self._download(name, t) for name, t in self.problem.outputs.items()}
+
+    def inputs_after(self) -> dict[str, np.ndarray]:
+        return {name: self._download(name, a) for name, a in self.problem.inputs.items()}
+
+    def close(self) -> None:
+        self.stream.sync()
+        for buffer in self.buffers.values():
+            buffer.close(self.stream)
+        self.buffers.clear()

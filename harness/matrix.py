@@ -1,0 +1,259 @@
+"""matrix.yaml as typed objects: the targets, their toolkits, timing defaults and device peaks.
+
+Loading validates as it goes, and every error names the file, the line and what was expected,
+because a matrix file is edited by hand and read by CI far from whoever edited it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.spec import RequireArch, Requirement
+
+SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)(a?)$")
+
+
+class MatrixError(Exception):
+    """A matrix.yaml that cannot be used; the message starts with `file:line:`."""
+
+
+@dataclass(frozen=True)
+class ComputeCapability:
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    version: str  # "13.0": what `nvcc --version` must report as its release
+    wheels: tuple[str, ...]
+    base_image: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """One column of the matrix: what nvcc emits and which devices can run it."""
+
+    name: str
+    sass: str  # sm_80, sm_90a, sm_100a
+    ptx: bool  # embed PTX of the same virtual arch for the driver's JIT
+    toolkit: Toolkit
+    session: str  # nox suffix: test-<session>
+    image: str
+    runner_labels: tuple[str, ...]
+
+    @property
+    def cc(self) -> ComputeCapability:
+        major, minor, _ = SASS_PATTERN.match(self.sass).groups()
+        return ComputeCapability(int(major), int(minor))
+
+    @property
+    def arch_specific(self) -> bool:
+        return self.sass.endswith("a")
+
+    @property
+    def gencode(self) -> str:
+        virtual = "compute_" + self.sass.removeprefix("sm_")
+        codes = [self.sass, virtual] if self.ptx else [self.sass]
+        return f"arch={virtual},code=[{','.join(codes)}]"
+
+    def expresses(self, requirement: Requirement | None) -> bool:
+        """Whether code generated for this target can use what the kernel requires."""
+        if requirement is None:
+            return True
+        if isinstance(requirement, RequireArch):
+            return requirement.arch == self.sass
+        own = self.cc
+        return (own.major, own.minor) >= (requirement.major, requirement.minor)
+
+    def runs_on(self, device_cc: ComputeCapability) -> str | None:
+        """How a device runs this target's binary: "sass", "ptx-jit", or None if it cannot.
+
+        SASS runs within its major family (an `a` binary on its exact CC only); PTX runs on any
+        device at least as new as its virtual arch.
+        """
+        own = self.cc
+        if self.arch_specific:
+            return "sass" if device_cc == own else None
+        if device_cc.major == own.major and device_cc.minor >= own.minor:
+            return "sass"
+        if self.ptx and (device_cc.major, device_cc.minor) >= (own.major, own.minor):
+            return "ptx-jit"
+        return None
+
+
+@dataclass(frozen=True)
+class TimingDefaults:
+    warmup_runs: int
+    min_samples: int
+    max_samples: int
+    noise_target_pct: float
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    memory_gb_per_s: float
+    fp32_tflops: float
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: Path
+    targets: dict[str, Target]
+    timing: TimingDefaults
+    devices: dict[str, DevicePeaks]
+
+    def target(self, name: str) -> Target:
+        if name in self.targets:
+            return self.targets[name]
+        by_session = {t.session: t for t in self.targets.values()}
+        if name in by_session:
+            return by_session[name]
+        known = ", ".join(self.targets)
+        raise MatrixError(f"{self.path}: no target {name!r} (targets: {known})")
+
+
+class _Reader:
+    """Walks the YAML node tree so each complaint can point at its line."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, node: yaml.Node, message: str) -> MatrixError:
+        return MatrixError(f"{self.path}:{node.start_mark.line + 1}: {message}")
+
+    def mapping(
+        self, node: yaml.Node, where: str, required: set[str], optional: frozenset = frozenset()
+    ) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, f"{where}: expected a mapping")
+        items = {}
+        for key, value in node.value:
+            name = str(key.value)
+            if name not in required | optional:
+                expected = ", ".join(sorted(required | optional))
+                raise self.fail(key, f"{where}: unknown key {name!r} (expected: {expected})")
+            items[name] = value
+        missing = sorted(required - items.keys())
+        if missing:
+            raise self.fail(node, f"{where}: missing {', '.join(missing)}")
+        return items
+
+    def entries(self, node: yaml.Node, where: str) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode) or not node.value:
+            raise self.fail(node, f"{where}: expected a non-empty mapping")
+        return {str(key.value): value for key, value in node.value}
+
+    def scalar(self, node: yaml.Node, where: str, kind: type):
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.fail(node, f"{where}: expected a {kind.__name__}")
+        value = yaml.safe_load(yaml.serialize(node))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is str and node.style is None and not isinstance(value, str):
+            raise self.fail(node, f"{where}: expected a string, got {node.value!r} (quote it)")
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise self.fail(node, f"{where}: expected a {kind.__name__}, got {node.value!r}")
+        if kind in (int, float) and value <= 0:
+            raise self.fail(node, f"{where}: expected a positive number, got {node.value!r}")
+        return value
+
+    def strings(self, node: yaml.Node, where: str) -> tuple[str, ...]:
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            raise self.fail(node, f"{where}: expected a non-empty list of strings")
+        return tuple(self.scalar(item, where, str) for item in node.value)
+
+
+def load_matrix(path: Path) -> Matrix:
+    path = Path(path)
+    try:
+        root = yaml.compose(path.read_text())
+    except OSError as error:
+        raise MatrixError(f"{path}: cannot read: {error.strerror}") from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise MatrixError(f"{path}{line}: not valid YAML: {error}") from error
+    if root is None:
+        raise MatrixError(f"{path}: empty file")
+    reader = _Reader(path)
+    top = reader.mapping(root, "matrix", {"toolkits", "targets", "timing", "devices"})
+
+    toolkits = {}
+    for version, node in reader.entries(top["toolkits"], "toolkits").items():
+        fields = reader.mapping(node, f"toolkits.{version}", {"wheels", "base_image"})
+        if not re.fullmatch(r"\d+\.\d+", version):
+            raise reader.fail(node, f"toolkits: version {version!r} is not MAJOR.MINOR")
+        toolkits[version] = Toolkit(
+            version=version,
+            wheels=reader.strings(fields["wheels"], f"toolkits.{version}.wheels"),
+            base_image=reader.scalar(fields["base_image"], f"toolkits.{version}.base_image", str),
+        )
+
+    targets = {}
+    target_keys = {"sass", "ptx", "toolkit", "session", "image", "runner_labels"}
+    for name, node in reader.entries(top["targets"], "targets").items():
+        where = f"targets.{name}"
+        fields = reader.mapping(node, where, target_keys)
+        sass = reader.scalar(fields["sass"], f"{where}.sass", str)
+        if not SASS_PATTERN.match(sass):
+            raise reader.fail(
+                fields["sass"], f"{where}.sass: {sass!r} is not an arch like sm_80 or sm_90a"
+            )
+        toolkit = reader.scalar(fields["toolkit"], f"{where}.toolkit", str)
+        if toolkit not in toolkits:
+            raise reader.fail(
+                fields["toolkit"],
+                f"{where}.toolkit: {toolkit!r} is not under toolkits ({', '.join(toolkits)})",
+            )
+        session = reader.scalar(fields["session"], f"{where}.session", str)
+        if not re.fullmatch(r"[a-z0-9]+", session):
+            raise reader.fail(fields["session"], f"{where}.session: use [a-z0-9]+, got {session!r}")
+        targets[name] = Target(
+            name=name,
+            sass=sass,
+            ptx=reader.scalar(fields["ptx"], f"{where}.ptx", bool),
+            toolkit=toolkits[toolkit],
+            session=session,
+            image=reader.scalar(fields["image"], f"{where}.image", str),
+            runner_labels=reader.strings(fields["runner_labels"], f"{where}.runner_labels"),
+        )
+    sessions = [t.session for t in targets.values()]
+    if len(set(sessions)) != len(sessions):
+        raise reader.fail(top["targets"], "targets: two targets share one session name")
+
+    timing_fields = reader.mapping(
+        top["timing"],
+        "timing",
+        {"warmup_runs", "min_samples", "max_samples", "noise_target_pct", "budget_s"},
+    )
+    timing = TimingDefaults(
+        warmup_runs=reader.scalar(timing_fields["warmup_runs"], "timing.warmup_runs", int),
+        min_samples=reader.scalar(timing_fields["min_samples"], "timing.min_samples", int),
+        max_samples=reader.scalar(timing_fields["max_samples"], "timing.max_samples", int),
+        noise_target_pct=reader.scalar(
+            timing_fields["noise_target_pct"], "timing.noise_target_pct", float
+        ),
+        budget_s=reader.scalar(timing_fields["budget_s"], "timing.budget_s", float),
+    )
+    if timing.max_samples < timing.min_samples:
+        raise reader.fail(top["timing"], "timing: max_samples is below min_samples")
+
+    devices = {}
+    for name, node in reader.entries(top["devices"], "devices").items():
+        fields = reader.mapping(node, f"devices.{name}", {"memory_gb_per_s", "fp32_tflops"})
+        devices[name] = DevicePeaks(
+            memory_gb_per_s=reader.scalar(
+                fields["memory_gb_per_s"], f"devices.{name}.memory_gb_per_s", float
+            ),
+            fp32_tflops=reader.scalar(fields["fp32_tflops"], f"devices.{name}.fp32_tflops", float),
+        )
+    return Matrix(path=path, targets=targets, timing=timing, devices=devices)

@@ -1,0 +1,263 @@
+"""One target of the matrix, end to end: discover, compile, run, verify, time, report.
+
+Every (kernel, case) gets exactly one cell. The report is rewritten after the compile stage and
+after each kernel, so whatever was measured is on disk before the next kernel starts.
+"""
+
+from __future__ import annotations
+
+import socket
+import traceback
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import report
+from harness.cells import Cell, Outcome, SkipReason, skipped
+from harness.compile import Compiled, Compiler
+from harness.device import DeviceInfo, NoDevice, sm_clock_mhz
+from harness.kernels import BrokenKernel, Kernel, discover
+from harness.matrix import Matrix, Target
+from harness.spec import Case, Work
+from harness.toolchain import Toolchain, ToolchainError
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    target: Target
+    kernels_root: Path
+    reports_dir: Path
+    cache_dir: Path
+    execute: bool  # False: compile cells only
+    select: str = ""  # keep kernels whose <chapter>.<kernel> contains this
+    runner: str = ""  # names the report's suite; defaults to the host name
+
+
+@dataclass(frozen=True)
+class RunResult:
+    cells: list[Cell]
+    files: report.ReportFiles
+    compiled: int
+    cached: int
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.outcome in (Outcome.FAILED, Outcome.ERROR) for c in self.cells)
+
+
+def run_target(
+    matrix: Matrix,
+    options: RunOptions,
+    toolchain: Toolchain | ToolchainError,
+    device: DeviceInfo | NoDevice,
+) -> RunResult:
+    target = options.target
+    runner = options.runner or socket.gethostname()
+    stem = f"junit-{target.name}" if options.execute else f"compile-{target.name}"
+    files = report.report_files(options.reports_dir, stem)
+    context = _context(target, runner, toolchain, device)
+    common = _common_properties(target, toolchain, device)
+    kernels = [k for k in discover(options.kernels_root) if options.select in k.classname]
+    cells: list[Cell] = []
+
+    def save() -> None:
+        report.write(files, f"cuda-matrix.{target.name}.{runner}", context, cells)
+
+    for broken in (k for k in kernels if isinstance(k, BrokenKernel)):
+        cell = Cell(broken.classname, f"spec[{target.name}]", Outcome.ERROR, broken.reason)
+        cell.properties.update(common)
+        cells.append(cell)
+    good = [k for k in kernels if isinstance(k, Kernel)]
+    expressible = [k for k in good if target.expresses(k.spec.requires)]
+    for kernel in good:
+        if kernel not in expressible:
+            why = (
+                f"{kernel.classname} needs {kernel.spec.requires}; {target.name} cannot express it"
+            )
+            reason = SkipReason.TARGET_UNSUPPORTED
+            cells.append(skipped(kernel.classname, f"compile[{target.name}]", reason, why, common))
+            for case in kernel.spec.cases:
+                cells.append(skipped(kernel.classname, _name(case, target), reason, why, common))
+
+    compiled, builds = _compile(expressible, target, toolchain, options.cache_dir)
+    for kernel in expressible:
+        cells.append(_compile_cell(kernel, target, builds.get(kernel.classname), compiled, common))
+    save()
+
+    if options.execute:
+        runtime = None
+        for kernel in expressible:
+            build = builds.get(kernel.classname)
+            skip = _why_not_run(target, device, build)
+            if skip:
+                for case in kernel.spec.cases:
+                    cells.append(_not_run_cell(kernel, case, target, skip, common))
+            else:
+                if runtime is None:
+                    from harness.gpu import GpuRuntime  # cuda-python only where a GPU is
+
+                    runtime = GpuRuntime(device, matrix.timing)
+                cells.extend(runtime.run_kernel(kernel, target, build.binary, common))
+            save()
+    save()
+    fresh = sum(1 for b in builds.values() if isinstance(b, Compiled) and not b.cached)
+    cached = sum(1 for b in builds.values() if isinstance(b, Compiled) and b.cached)
+    return RunResult(cells, files, fresh, cached)
+
+
+def _name(case: Case, target: Target) -> str:
+    return f"{case.name}[{target.name}]"
+
+
+def _context(target, runner, toolchain, device) -> dict:
+    return {
+        "target": target.name,
+        "runner": runner,
+        "toolkit": toolchain.version if isinstance(toolchain, Toolchain) else None,
+        "nvcc": str(toolchain.nvcc) if isinstance(toolchain, Toolchain) else None,
+        "device": None
+        if isinstance(device, NoDevice)
+        else {
+            "name": device.name,
+            "cc": str(device.cc),
+            "driver": device.driver,
+            "cuda_driver": device.cuda_driver,
+            "sm_count": device.sm_count,
+            "l2_bytes": device.l2_bytes,
+        },
+        "no_device_reason": device.reason if isinstance(device, NoDevice) else None,
+    }
+
+
+def _common_properties(target, toolchain, device) -> dict[str, str]:
+    on_gpu = isinstance(device, DeviceInfo)
+    return {
+        "target": target.name,
+        "device": device.name if on_gpu else "none",
+        "cc": str(device.cc) if on_gpu else "none",
+        "driver": device.driver if on_gpu else "none",
+        "toolkit": toolchain.version if isinstance(toolchain, Toolchain) else "none",
+        "binary": "none",
+    }
+
+
+def _compile(kernels, target, toolchain, cache_dir):
+    """Returns (pairs handed to nvcc, builds by classname: Compiled or a reason string)."""
+    if isinstance(toolchain, ToolchainError):
+        return 0, {k.classname: str(toolchain) for k in kernels}
+    if toolchain.release != target.toolkit.version:
+        why = (
+            f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
+            f"{toolchain.version}"
+        )
+        return 0, {k.classname: why for k in kernels}
+    results = Compiler(toolchain, cache_dir).compile_all([(k, target) for k in kernels])
+    return len(kernels), {k.classname: r for k, r in zip(kernels, results, strict=True)}
+
+
+def _compile_cell(kernel, target, build, compiled, common) -> Cell:
+    name = f"compile[{target.name}]"
+    properties = dict(common)
+    properties["embedded"] = target.gencode
+    if isinstance(build, str):
+        return Cell(kernel.classname, name, Outcome.FAILED, build, properties=properties)
+    if build.resources:
+        worst = list(build.resources.values())
+        properties["registers"] = str(max(r.registers for r in worst))
+        properties["smem_bytes"] = str(max(r.smem_bytes for r in worst))
+        properties["spill_bytes"] = str(max(r.spill_bytes for r in worst))
+    properties["cached"] = "true" if build.cached else "false"
+    detail = " ".join(build.command) + "\n" + build.log
+    resources = {entry: vars(r) for entry, r in build.resources.items()}
+    if not build.ok:
+        errors = [line for line in build.log.splitlines() if "error" in line.lower()]
+        message = f"nvcc failed for {kernel.source}: " + (errors[0] if errors else build.log[-300:])
+        return Cell(
+            kernel.classname,
+            name,
+            Outcome.FAILED,
+            message,
+            None,
+            detail,
+            build.seconds,
+            properties,
+            resources=resources,
+        )
+    return Cell(
+        kernel.classname,
+        name,
+        Outcome.PASSED,
+        "",
+        None,
+        detail,
+        build.seconds,
+        properties,
+        resources=resources,
+    )
+
+
+def _why_not_run(target, device, build) -> tuple[Outcome, SkipReason | None, str] | None:
+    # A case that can never run because its kernel did not build fails, on any machine.
+    if not isinstance(build, Compiled):
+        return Outcome.FAILED, None, f"not compiled: {build}"
+    if not build.ok:
+        return Outcome.FAILED, None, f"not compiled: nvcc failed (see compile[{target.name}])"
+    if isinstance(device, NoDevice):
+        return Outcome.SKIPPED, SkipReason.NO_DEVICE, f"no CUDA device visible ({device.reason})"
+    if target.runs_on(device.cc) is None:
+        how = f"CC {target.cc} exactly" if target.arch_specific else f"CC {target.cc.major}.x"
+        if target.ptx:
+            how += f" or, through PTX, CC >= {target.cc}"
+        why = f"{target.name} binaries run on {how}; {device.name} is CC {device.cc}"
+        return Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED, why
+    return None
+
+
+def _not_run_cell(kernel, case, target, skip, common) -> Cell:
+    outcome, reason, why = skip
+    if outcome is Outcome.SKIPPED:
+        return skipped(kernel.classname, _name(case, target), reason, why, common)
+    return Cell(kernel.classname, _name(case, target), outcome, why, properties=dict(common))
+
+
+def seed_of(kernel: Kernel, case: Case) -> int:
+    """Stable across runs and machines, distinct per case: the recorded seed of its inputs."""
+    return zlib.crc32(f"{kernel.classname}/{case.name}".encode())
+
+
+def throughput(work: Work, median_us: float, device: DeviceInfo) -> dict[str, str]:
+    """GB/s, TFLOPS and roofline % (the achieved share of the binding roof)."""
+    seconds = median_us * 1e-6
+    properties: dict[str, str] = {}
+    shares = []
+    if work.bytes:
+        gbytes_per_s = work.bytes / seconds / 1e9
+        properties["gbytes_per_s"] = f"{gbytes_per_s:.1f}"
+        if device.peaks:
+            shares.append(100 * gbytes_per_s / device.peaks.memory_gb_per_s)
+    if work.flops:
+        tflops = work.flops / seconds / 1e12
+        properties["tflops"] = f"{tflops:.2f}"
+        if device.peaks:
+            shares.append(100 * tflops / device.peaks.fp32_tflops)
+    if shares:
+        properties["roofline_pct"] = f"{max(shares):.1f}"
+    return properties
+
+
+def timing_properties(timing, work: Work, device: DeviceInfo) -> dict[str, str]:
+    clock = sm_clock_mhz(device)
+    return {
+        "time_median_us": f"{timing.median_us:.3f}",
+        "time_p10_us": f"{timing.p10_us:.3f}",
+        "time_p90_us": f"{timing.p90_us:.3f}",
+        "noise_pct": f"{timing.noise_pct:.3f}",
+        "samples": str(len(timing.samples_us)),
+        "sm_clock_mhz": str(clock) if clock else "unknown",
+        **throughput(work, timing.median_us, device),
+    }
+
+
+def describe_exception(error: BaseException) -> tuple[str, str]:
+    """(one line for the message, the traceback for the cell's detail)."""
+    return f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error))

@@ -1,0 +1,133 @@
+"""What a kernel's `spec.py` declares: its requirement, cases, problem setup, reference and work.
+
+A spec module defines one module-level `SPEC = KernelSpec(...)`. Everything the harness needs to
+compile, launch, verify and time the kernel comes from that object; the harness never reads a
+kernel's folder for anything else but the `.cu` named in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the noxfile reads matrix.yaml through this package, before numpy exists
+    import numpy as np
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class RequireSm:
+    """The smallest compute capability whose features the kernel uses: the book's require_sm()."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"require_sm({self.major}, {self.minor})"
+
+
+@dataclass(frozen=True)
+class RequireArch:
+    """An arch-specific feature set (wgmma on sm_90a, tcgen05 on sm_100a): that target only."""
+
+    arch: str
+
+    def __str__(self) -> str:
+        return f"require_arch({self.arch})"
+
+
+Requirement = RequireSm | RequireArch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem size or variant; its name is the JUnit test name before `[target]`."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    tolerance: Tolerance | None = None  # None: CONTRACT.md's default for the output dtype
+
+
+# Kernel arguments, in the order of the `extern "C"` entry's parameters.
+@dataclass(frozen=True)
+class Buf:
+    """A pointer to one of the problem's inputs, outputs or scratch buffers, by name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A value passed by value; its numpy type fixes its C type (np.int32 -> int)."""
+
+    value: np.generic
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A TMA descriptor over a 2-D row-major buffer, passed as a `__grid_constant__` CUtensorMap.
+
+    `box` is the tile one copy moves, (rows, cols) in elements. Out-of-bounds reads fill zeros.
+    """
+
+    name: str
+    box: tuple[int, int]
+    swizzle_bytes: int = 0  # 0, 32, 64 or 128
+
+
+Arg = Buf | Scalar | TensorMap
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch. `grid` counts blocks, also when `cluster` is set."""
+
+    entry: str
+    grid: Dim3
+    block: Dim3
+    args: tuple[Arg, ...]
+    cluster: Dim3 | None = None
+    shmem_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The buffers and launches of one case.
+
+    inputs: uploaded as given and checked unchanged after the run.
+    outputs: only shape and dtype matter; the device copy is pre-filled with NaN (floats) or
+        0xFF bytes (integers) so that an element the kernel forgets to write cannot pass.
+    scratch: uploaded as given before every launch sequence and never checked (counters,
+        workspaces).
+    """
+
+    inputs: Mapping[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    launches: tuple[Launch, ...]
+    scratch: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one run of the case does, for GB/s, TFLOPS and roofline %. Zero means not counted."""
+
+    bytes: int = 0
+    flops: int = 0
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    source: str  # the .cu file beside spec.py
+    cases: tuple[Case, ...]
+    setup: Callable[[Case, np.random.Generator], Problem]
+    reference: Callable[[Case, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
+    work: Callable[[Case], Work]
+    requires: Requirement | None = None  # None: any target

@@ -1,0 +1,78 @@
+"""Cold-cache timing, after nvbench: flush L2, time one run with events, repeat until quiet.
+
+Each sample is preceded by a memset over a buffer at least as large as the device's L2, so that
+every run reads its inputs from DRAM as a real first call would. Sampling stops once the relative
+noise is under the target with enough samples, or when the case's wall-time budget is spent.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cuda.core import Buffer, EventOptions
+
+from harness.matrix import TimingDefaults
+
+
+@dataclass(frozen=True)
+class Timing:
+    samples_us: tuple[float, ...]
+    median_us: float
+    p10_us: float
+    p90_us: float
+    noise_pct: float  # relative standard deviation of the samples
+    converged: bool  # the noise target was met (else the budget ran out)
+
+
+def summarize(samples_us: list[float], noise_target_pct: float) -> Timing:
+    ordered = sorted(samples_us)
+    deciles = statistics.quantiles(ordered, n=10, method="inclusive") if len(ordered) > 1 else []
+    noise = _noise_pct(ordered)
+    return Timing(
+        samples_us=tuple(samples_us),
+        median_us=statistics.median(ordered),
+        p10_us=deciles[0] if deciles else ordered[0],
+        p90_us=deciles[-1] if deciles else ordered[0],
+        noise_pct=noise,
+        converged=noise <= noise_target_pct,
+    )
+
+
+def _noise_pct(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return float("inf")
+    return 100.0 * statistics.stdev(samples) / statistics.fmean(samples)
+
+
+def measure(
+    run: Callable[[], None],
+    before_each: Callable[[], None],
+    stream,
+    flush: Buffer,
+    defaults: TimingDefaults,
+) -> Timing:
+    """Time `run` (which enqueues work on `stream`); `before_each` resets state, untimed."""
+    started = time.monotonic()
+    for _ in range(defaults.warmup_runs):
+        before_each()
+        run()
+    stream.sync()
+    options = EventOptions(timing_enabled=True)
+    samples: list[float] = []
+    while len(samples) < defaults.max_samples:
+        before_each()
+        flush.fill(len(samples) & 0xFF, stream=stream)
+        begin = stream.record(options=options)
+        run()
+        end = stream.record(options=options)
+        end.sync()
+        samples.append((end - begin) * 1000.0)
+        enough = len(samples) >= defaults.min_samples
+        if enough and _noise_pct(samples) <= defaults.noise_target_pct:
+            break
+        if time.monotonic() - started > defaults.budget_s and len(samples) >= 2:
+            break
+    return summarize(samples, defaults.noise_target_pct)

@@ -1,0 +1,45 @@
+"""Shared fixtures: the real matrix, the planted-kernel tree, and whether a GPU is here."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.device import DeviceInfo, probe
+from harness.matrix import load_matrix
+from harness.toolchain import find_toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = Path(__file__).resolve().parent / "fixtures" / "kernels"
+
+
+@pytest.fixture(scope="session")
+def matrix():
+    return load_matrix(ROOT / "matrix.yaml")
+
+
+@pytest.fixture(scope="session")
+def toolchain():
+    return find_toolchain()
+
+
+@pytest.fixture(scope="session")
+def device(matrix):
+    return probe(matrix)
+
+
+@pytest.fixture(scope="session")
+def gpu(device) -> DeviceInfo:
+    if not isinstance(device, DeviceInfo):
+        pytest.skip(f"no-device: {device.reason}")
+    return device
+
+
+@pytest.fixture
+def planted(tmp_path) -> Path:
+    """A private copy of the planted kernels, so tests may edit them."""
+    copy = tmp_path / "kernels"
+    shutil.copytree(PLANTED, copy)
+    return copy

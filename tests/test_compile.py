@@ -1,0 +1,95 @@
+"""nvcc per (kernel, target): real compiles, the content cache, and ptxas' report."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from harness.compile import Compiler, cache_key, parse_ptxas
+from harness.kernels import discover
+from harness.toolchain import ToolchainError, find_toolchain
+
+
+@pytest.fixture
+def add_one(planted):
+    return {k.name: k for k in discover(planted)}["add_one"]
+
+
+def test_compiles_every_target_then_serves_the_cache(matrix, toolchain, add_one, tmp_path):
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    pairs = [(add_one, target) for target in matrix.targets.values()]
+    first = compiler.compile_all(pairs)
+    assert all(result.ok and not result.cached for result in first), [r.log for r in first]
+    assert all(result.binary.stat().st_size > 0 for result in first)
+    assert first[0].resources["add_one"].registers > 0
+    second = compiler.compile_all(pairs)
+    assert all(result.cached for result in second)
+    assert [r.binary for r in second] == [r.binary for r in first]
+
+
+def test_the_key_follows_source_flags_and_target(matrix, toolchain, add_one):
+    sm80, sm90 = matrix.targets["sm_80"], matrix.targets["sm_90a"]
+    key = cache_key(add_one, sm90, toolchain)
+    assert key != cache_key(add_one, sm80, toolchain)
+    add_one.source.write_text(add_one.source.read_text() + "\n// edited\n")
+    assert cache_key(add_one, sm90, toolchain) != key
+
+
+def test_an_edited_header_changes_the_key(matrix, toolchain, add_one):
+    header = add_one.folder / "helper.cuh"
+    header.write_text("#define ONE 1.0f\n")
+    add_one.source.write_text('#include "helper.cuh"\n' + add_one.source.read_text())
+    key = cache_key(add_one, matrix.targets["sm_90a"], toolchain)
+    header.write_text("#define ONE 2.0f\n")
+    assert cache_key(add_one, matrix.targets["sm_90a"], toolchain) != key
+
+
+def test_a_tampered_cache_entry_is_rebuilt(matrix, toolchain, add_one, tmp_path):
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    first = compiler.compile(add_one, matrix.targets["sm_90a"])
+    first.binary.write_bytes(first.binary.read_bytes()[:100])  # truncated
+    again = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert again.ok and not again.cached
+    assert again.binary.stat().st_size > 100
+
+
+def test_nvcc_errors_fail_with_the_log(matrix, toolchain, planted, tmp_path):
+    broken = {k.name: k for k in discover(planted)}["compile_error"]
+    result = Compiler(toolchain, tmp_path / "cache").compile(broken, matrix.targets["sm_90a"])
+    assert not result.ok
+    assert "undeclared_value" in result.log and "is undefined" in result.log
+    assert not list((tmp_path / "cache").rglob("*.fatbin"))
+
+
+def test_ptxas_report_is_parsed_per_entry():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'first' for 'sm_90a'
+ptxas info    : Function properties for first
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem
+ptxas info    : Compiling entry function 'second' for 'sm_90a'
+ptxas info    : Function properties for second
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 8 registers, used 0 barriers
+"""
+    resources = parse_ptxas(log)
+    assert resources["first"].registers == 40
+    assert resources["first"].smem_bytes == 4096
+    assert resources["first"].spill_bytes == 20
+    assert resources["first"].stack_bytes == 16
+    assert resources["second"].smem_bytes == 0
+
+
+def test_nvcc_can_be_named_and_a_missing_one_is_explained(tmp_path, monkeypatch):
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    named = find_toolchain({"NVCC": str(fake), "PATH": ""})
+    assert named.version == "12.8.93" and named.release == "12.8" and named.origin == "$NVCC"
+    with pytest.raises(ToolchainError, match=r"\$NVCC is .*missing, which is not an executable"):
+        find_toolchain({"NVCC": str(tmp_path / "missing")})
+    monkeypatch.setattr("harness.toolchain._wheel_nvcc", lambda: None)
+    with pytest.raises(ToolchainError, match=r"no nvcc found.*set NVCC="):
+        find_toolchain({"CUDA_HOME": str(tmp_path), "PATH": os.devnull})

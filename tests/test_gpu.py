@@ -1,0 +1,63 @@
+"""On a GPU: planted kernels pass, fail and error exactly as they should. Skipped without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cells import Outcome
+from harness.run import RunOptions, run_target
+
+
+def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
+    options = RunOptions(
+        target=matrix.targets[target],
+        kernels_root=kernels,
+        reports_dir=tmp_path / "reports",
+        cache_dir=tmp_path / "cache",
+        execute=True,
+        runner="test",
+    )
+    result = run_target(matrix, options, toolchain, gpu)
+    return {(c.classname.split(".")[1], c.name.split("[")[0]): c for c in result.cells}
+
+
+@pytest.fixture(scope="module")
+def cells(matrix, toolchain, gpu, tmp_path_factory):
+    from tests.conftest import PLANTED
+
+    return _run(matrix, toolchain, gpu, PLANTED, tmp_path_factory.mktemp("gpu"))
+
+
+def test_a_correct_kernel_passes_with_timings(cells, gpu):
+    cell = cells["add_one", "n1000"]
+    assert cell.outcome is Outcome.PASSED, cell.message
+    assert cell.properties["binary"] == "sass"
+    assert float(cell.properties["time_median_us"]) > 0
+    assert int(cell.properties["samples"]) >= 2
+    assert cell.properties["device"] == gpu.name
+
+
+def test_a_wrong_kernel_fails_with_where_and_how_much(cells):
+    cell = cells["wrong_answer", "n1000"]
+    assert cell.outcome is Outcome.FAILED
+    assert "y: 10 of 1000 elements differ" in cell.message
+    assert "first at (7,)" in cell.message and "max abs error 1" in cell.message
+    assert "time_median_us" not in cell.properties  # only passing cases are timed
+
+
+def test_a_reference_of_the_wrong_shape_is_a_spec_error(cells):
+    cell = cells["bad_reference_shape", "n1000"]
+    assert cell.outcome is Outcome.ERROR
+    assert "planted.bad_reference_shape: reference 'y' is float32[1001]" in cell.message
+
+
+def test_a_cluster_kernel_reports_its_ranks(cells):
+    assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
+
+
+def test_sm80_runs_through_ptx_jit_on_a_newer_gpu(matrix, toolchain, gpu, planted, tmp_path):
+    if gpu.cc.major == 8:
+        pytest.skip("an sm_80 binary runs as SASS on CC 8.x")
+    cells = _run(matrix, toolchain, gpu, planted, tmp_path, target="sm_80")
+    assert cells["add_one", "n1000"].outcome is Outcome.PASSED
+    assert cells["add_one", "n1000"].properties["binary"] == "ptx-jit"

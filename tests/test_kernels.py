@@ -1,0 +1,44 @@
+"""Kernel discovery: every shipped kernel loads, and a bad spec is reported, not fatal."""
+
+from __future__ import annotations
+
+from harness.kernels import BrokenKernel, Kernel, discover
+from tests.conftest import ROOT
+
+
+def test_every_shipped_kernel_loads_with_two_cases_or_more():
+    kernels = discover(ROOT / "kernels")
+    broken = [k.reason for k in kernels if isinstance(k, BrokenKernel)]
+    assert broken == []
+    assert {k.classname for k in kernels} >= {
+        "async_hopper.sgemm_reg_tiled",
+        "async_hopper.sgemm_cp_async",
+        "async_hopper.tma_add_one",
+        "async_hopper.cluster_pair_sum",
+    }
+    for kernel in kernels:
+        assert len(kernel.spec.cases) >= 2, kernel.classname
+
+
+def test_sgemm_cp_async_has_each_stage_count_as_a_case():
+    (kernel,) = [k for k in discover(ROOT / "kernels") if k.name == "sgemm_cp_async"]
+    names = [case.name for case in kernel.spec.cases]
+    for stages in (2, 3, 4):
+        assert any(name.endswith(f"stages{stages}") for name in names)
+
+
+def test_a_spec_that_raises_names_its_file_and_line(planted):
+    kernels = {k.name: k for k in discover(planted)}
+    broken = kernels["spec_raises"]
+    assert isinstance(broken, BrokenKernel)
+    assert str(planted / "planted" / "spec_raises" / "spec.py") in broken.reason
+    assert "line 4" in broken.reason and "KeyError" in broken.reason
+    assert isinstance(kernels["add_one"], Kernel)
+
+
+def test_a_spec_without_spec_object_or_source_is_broken(planted):
+    (planted / "planted" / "add_one" / "spec.py").write_text("VALUE = 1\n")
+    (planted / "planted" / "wrong_answer" / "wrong_answer.cu").unlink()
+    kernels = {k.name: k for k in discover(planted)}
+    assert "defines no SPEC" in kernels["add_one"].reason
+    assert "'wrong_answer.cu' is not a file" in kernels["wrong_answer"].reason

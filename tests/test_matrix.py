@@ -1,0 +1,125 @@
+"""matrix.yaml: the shipped file loads, and every mistake names its file and line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from harness.matrix import ComputeCapability, MatrixError, load_matrix
+from harness.spec import RequireArch, RequireSm
+from tests.conftest import ROOT
+
+SHIPPED = (ROOT / "matrix.yaml").read_text()
+
+
+def test_shipped_matrix_has_the_three_targets(matrix):
+    assert list(matrix.targets) == ["sm_80", "sm_90a", "sm_100a"]
+    assert matrix.targets["sm_80"].gencode == "arch=compute_80,code=[sm_80,compute_80]"
+    assert matrix.targets["sm_90a"].gencode == "arch=compute_90a,code=[sm_90a]"
+    assert matrix.targets["sm_100a"].gencode == "arch=compute_100a,code=[sm_100a]"
+    assert matrix.target("sm90") is matrix.targets["sm_90a"]
+
+
+@pytest.mark.parametrize(
+    ("target", "device_cc", "path"),
+    [
+        ("sm_80", (8, 0), "sass"),
+        ("sm_80", (8, 6), "sass"),
+        ("sm_80", (9, 0), "ptx-jit"),
+        ("sm_80", (10, 0), "ptx-jit"),
+        ("sm_80", (7, 5), None),
+        ("sm_90a", (9, 0), "sass"),
+        ("sm_90a", (10, 0), None),
+        ("sm_100a", (9, 0), None),
+        ("sm_100a", (10, 0), "sass"),
+        ("sm_100a", (10, 3), None),
+    ],
+)
+def test_which_devices_run_a_target(matrix, target, device_cc, path):
+    assert matrix.targets[target].runs_on(ComputeCapability(*device_cc)) == path
+
+
+@pytest.mark.parametrize(
+    ("target", "requirement", "expressible"),
+    [
+        ("sm_80", None, True),
+        ("sm_80", RequireSm(8, 0), True),
+        ("sm_80", RequireSm(9, 0), False),
+        ("sm_90a", RequireSm(9, 0), True),
+        ("sm_100a", RequireSm(9, 0), True),
+        ("sm_90a", RequireArch("sm_90a"), True),
+        ("sm_100a", RequireArch("sm_90a"), False),
+        ("sm_80", RequireArch("sm_90a"), False),
+    ],
+)
+def test_which_targets_express_a_requirement(matrix, target, requirement, expressible):
+    assert matrix.targets[target].expresses(requirement) is expressible
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text.splitlines().index(next(line for line in text.splitlines() if needle in line)) + 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle", "expected"),
+    [
+        (
+            ("    sass: sm_90a", "    sas: sm_90a"),
+            "sas: sm_90a",
+            r"unknown key 'sas'.*expected:.*sass",
+        ),
+        (("    sass: sm_90a", "    sass: sm90a"), "sass: sm90a", r"'sm90a' is not an arch"),
+        (
+            (
+                '    ptx: false\n    toolkit: "13.0"\n    session: sm90',
+                '    ptx: maybe\n    toolkit: "13.0"\n    session: sm90',
+            ),
+            "ptx: maybe",
+            r"expected a bool",
+        ),
+        (("  min_samples: 10", "  min_samples: ten"), "min_samples: ten", r"expected a int"),
+        (
+            ('    toolkit: "13.0"\n    session: sm100', '    toolkit: "12.9"\n    session: sm100'),
+            '"12.9"',
+            r"'12.9' is not under toolkits",
+        ),
+        (("  budget_s: 1.0", "  budget_s: -1"), "budget_s: -1", r"positive"),
+    ],
+)
+def test_a_wrong_entry_names_file_line_and_expectation(tmp_path, edit, needle, expected):
+    old, new = edit
+    assert old in SHIPPED
+    text = SHIPPED.replace(old, new, 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as caught:
+        load_matrix(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{_line_of(text, needle)}:"), message
+    assert re.search(expected, message), message
+
+
+def test_a_missing_field_names_the_target(tmp_path):
+    text = SHIPPED.replace("    image: cuda-matrix-sm80\n", "", 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError, match=r"matrix.yaml:\d+: targets.sm_80: missing image"):
+        load_matrix(path)
+
+
+def test_broken_yaml_names_the_line(tmp_path):
+    path = tmp_path / "matrix.yaml"
+    path.write_text("targets:\n  sm_80: [unclosed\n")
+    with pytest.raises(MatrixError, match=r"matrix.yaml:\d+: not valid YAML"):
+        load_matrix(path)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(MatrixError, match=r"nowhere\.yaml: cannot read"):
+        load_matrix(tmp_path / "nowhere.yaml")
+
+
+def test_an_unknown_target_lists_the_known_ones(matrix):
+    with pytest.raises(MatrixError, match=r"no target 'sm_75' \(targets: sm_80, sm_90a, sm_100a\)"):
+        matrix.target("sm_75")

@@ -1,0 +1,127 @@
+"""One target end to end without a GPU: every cell reported once, with the right outcome."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from harness.cells import Outcome, SkipReason
+from harness.device import DeviceInfo, NoDevice
+from harness.matrix import ComputeCapability
+from harness.run import RunOptions, run_target
+from tests.conftest import ROOT
+
+NEEDS_SM90 = {"async_hopper.tma_add_one", "async_hopper.cluster_pair_sum"}
+
+
+def _options(target, kernels_root, tmp_path, execute=True):
+    return RunOptions(
+        target=target,
+        kernels_root=kernels_root,
+        reports_dir=tmp_path / "reports",
+        cache_dir=tmp_path / "cache",
+        execute=execute,
+        runner="test",
+    )
+
+
+@pytest.mark.parametrize("target_name", ["sm_80", "sm_90a", "sm_100a"])
+def test_chapter_kernels_compile_for_every_target(matrix, toolchain, tmp_path, target_name):
+    target = matrix.targets[target_name]
+    no_gpu = NoDevice("test")
+    result = run_target(matrix, _options(target, ROOT / "kernels", tmp_path), toolchain, no_gpu)
+    assert result.ok
+    for cell in result.cells:
+        unsupported = target_name == "sm_80" and cell.classname in NEEDS_SM90
+        if unsupported:
+            assert cell.skip_reason is SkipReason.TARGET_UNSUPPORTED, cell
+        elif cell.name.startswith("compile["):
+            assert cell.outcome is Outcome.PASSED, cell.message
+            assert int(cell.properties["spill_bytes"]) == 0, cell.classname
+        else:
+            assert cell.skip_reason is SkipReason.NO_DEVICE, cell
+            assert cell.properties["device"] == "none"
+    again = run_target(matrix, _options(target, ROOT / "kernels", tmp_path), toolchain, no_gpu)
+    assert again.compiled == 0 and again.cached == result.compiled + result.cached
+    assert [c.name for c in again.cells] == [c.name for c in result.cells]
+
+
+def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted, tmp_path):
+    target = matrix.targets["sm_80"]
+    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    outcome = {(c.classname.split(".")[1], c.name): c for c in result.cells}
+    assert outcome["spec_raises", "spec[sm_80]"].outcome is Outcome.ERROR
+    assert "spec_raises/spec.py" in outcome["spec_raises", "spec[sm_80]"].message
+    compile_cell = outcome["compile_error", "compile[sm_80]"]
+    assert compile_cell.outcome is Outcome.FAILED
+    assert "compile_error.cu" in compile_cell.message and "undeclared_value" in compile_cell.message
+    assert outcome["compile_error", "n32[sm_80]"].outcome is Outcome.FAILED
+    assert outcome["needs_sm90", "compile[sm_80]"].skip_reason is SkipReason.TARGET_UNSUPPORTED
+    assert outcome["needs_sm90", "blocks8[sm_80]"].skip_reason is SkipReason.TARGET_UNSUPPORTED
+    assert outcome["add_one", "compile[sm_80]"].outcome is Outcome.PASSED
+    assert outcome["add_one", "n1000[sm_80]"].skip_reason is SkipReason.NO_DEVICE
+    # 5 good kernels x (compile + 2 cases) + 1 broken spec: none lost, none doubled
+    assert len(result.cells) == len(outcome) == 16
+    assert not result.ok
+
+
+def test_a_device_that_cannot_run_the_target_skips_it(matrix, toolchain, planted, tmp_path):
+    h200 = DeviceInfo(0, "NVIDIA H200", ComputeCapability(9, 0), "580", "13.0", 132, 1, 1, 1, None)
+    target = matrix.targets["sm_100a"]
+    options = _options(target, planted, tmp_path)
+    result = run_target(matrix, options, toolchain, h200)
+    add_one = [c for c in result.cells if c.classname == "planted.add_one"]
+    assert [c.outcome for c in add_one] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
+    assert add_one[1].skip_reason is SkipReason.DEVICE_UNSUPPORTED
+    assert "CC 10.0 exactly" in add_one[1].message and "NVIDIA H200 is CC 9.0" in add_one[1].message
+
+
+def test_reports_are_written_with_every_cell(matrix, toolchain, planted, tmp_path):
+    target = matrix.targets["sm_90a"]
+    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    assert result.files.xml.name == "junit-sm_90a.xml"
+    sidecar = json.loads(result.files.json.read_text())
+    assert len(sidecar["cells"]) == len(result.cells)
+    assert sidecar["target"] == "sm_90a" and sidecar["no_device_reason"] == "test"
+    counts = Counter(c["outcome"] for c in sidecar["cells"])
+    assert counts == Counter(c.outcome.value for c in result.cells)
+
+
+def test_compile_only_writes_compile_cells(matrix, toolchain, planted, tmp_path):
+    target = matrix.targets["sm_90a"]
+    options = _options(target, planted, tmp_path, execute=False)
+    result = run_target(matrix, options, toolchain, NoDevice("compile only"))
+    assert result.files.xml.name == "compile-sm_90a.xml"
+    assert {c.name for c in result.cells} == {"compile[sm_90a]", "spec[sm_90a]"}
+
+
+def _cli(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def test_cli_second_run_compiles_nothing_and_says_so(planted, tmp_path):
+    (planted / "planted" / "spec_raises").rename(tmp_path / "spec_raises")
+    (planted / "planted" / "compile_error").rename(tmp_path / "compile_error")
+    args = ("--kernels", str(planted), "--reports", str(tmp_path / "r"), "--cache")
+    first = _cli(*args, str(tmp_path / "c"), "test", "sm90", cwd=ROOT)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "compile: 4 compiled, 0 cached" in first.stdout
+    second = _cli(*args, str(tmp_path / "c"), "test", "sm90", cwd=ROOT)
+    assert "compile: nothing to do, 4 binaries cached" in second.stdout
+    assert (tmp_path / "r" / "junit-sm_90a.xml").is_file()
+
+
+def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
+    failing = _cli("--kernels", str(planted), "--reports", str(tmp_path), "compile", cwd=ROOT)
+    assert failing.returncode == 1
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text("targets: {}\n")
+    broken = _cli("--matrix", str(bad), "compile", cwd=ROOT)
+    assert broken.returncode == 2
+    assert f"{bad}:1: matrix: missing devices, timing, toolkits" in broken.stderr

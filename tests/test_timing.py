@@ -1,0 +1,81 @@
+"""The timing loop's stopping rule and statistics, with fake events (no GPU needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.matrix import TimingDefaults
+from harness.timing import measure, summarize
+
+
+class FakeEvent:
+    def __init__(self, ms):
+        self.ms = ms
+
+    def __sub__(self, other):
+        return self.ms - other.ms
+
+    def sync(self):
+        pass
+
+
+class FakeStream:
+    """Each run takes the next duration from `durations_ms`."""
+
+    def __init__(self, durations_ms):
+        self.durations = iter(durations_ms)
+        self.now = 0.0
+        self.recording_end = False
+
+    def record(self, options=None):
+        if self.recording_end:
+            self.now += next(self.durations)
+        self.recording_end = not self.recording_end
+        return FakeEvent(self.now)
+
+    def sync(self):
+        pass
+
+
+class FakeBuffer:
+    def __init__(self):
+        self.fills = 0
+
+    def fill(self, value, stream):
+        self.fills += 1
+
+
+DEFAULTS = TimingDefaults(
+    warmup_runs=2, min_samples=10, max_samples=50, noise_target_pct=0.5, budget_s=5.0
+)
+
+
+def test_stops_at_min_samples_once_quiet():
+    flush = FakeBuffer()
+    runs = []
+    timing = measure(lambda: runs.append(1), lambda: None, FakeStream([1.0] * 100), flush, DEFAULTS)
+    assert len(timing.samples_us) == 10 and timing.converged
+    assert timing.median_us == pytest.approx(1000.0)
+    assert flush.fills == 10  # L2 flushed before every sample
+    assert len(runs) == 12  # 2 warm-up runs, untimed
+
+
+def test_noisy_samples_run_to_max_samples_and_say_so():
+    noisy = [1.0, 1.2] * 100
+    timing = measure(lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), DEFAULTS)
+    assert len(timing.samples_us) == 50 and not timing.converged
+    assert timing.noise_pct > 5
+
+
+def test_budget_stops_a_slow_case():
+    defaults = TimingDefaults(1, 10, 500, 0.5, budget_s=0.0)
+    noisy = [1.0, 1.2] * 300
+    timing = measure(lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), defaults)
+    assert len(timing.samples_us) == 2
+
+
+def test_summary_percentiles():
+    timing = summarize([float(v) for v in range(1, 101)], 0.5)
+    assert timing.median_us == pytest.approx(50.5)
+    assert timing.p10_us == pytest.approx(10.9)
+    assert timing.p90_us == pytest.approx(90.1)

@@ -1,0 +1,71 @@
+"""Verification: messages say how many, where first, and how far off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.spec import Tolerance
+from harness.verify import SpecError, check_reference_fits, compare, tolerance_for, unchanged
+
+
+def test_matching_floats_within_tolerance_pass():
+    want = np.linspace(-1, 1, 100, dtype=np.float32)
+    assert compare("y", want * (1 + 5e-5), want, None) is None
+
+
+def test_a_mismatch_reports_count_indices_and_errors():
+    want = np.zeros((4, 5), np.float32)
+    got = want.copy()
+    got[1, 2], got[3, 4] = 0.5, -2.0
+    message = compare("c", got, want, None)
+    assert "c: 2 of 20 elements differ (rtol 0.0001, atol 0.0001)" in message
+    assert "first at (1, 2): got" in message and "(3, 4)" in message
+    assert "max abs error 2" in message and "max rel error inf" in message
+
+
+def test_nan_never_passes_and_unwritten_poison_is_caught():
+    want = np.ones(8, np.float32)
+    got = want.copy()
+    got[3] = np.nan
+    assert "1 of 8 elements differ" in compare("y", got, want, None)
+
+
+def test_integers_are_exact():
+    want = np.arange(10, dtype=np.int32)
+    got = want.copy()
+    got[9] = 8
+    assert tolerance_for(np.int32) is None
+    assert "1 of 10 elements differ (exact)" in compare("ranks", got, want, None)
+
+
+def test_dtype_defaults_follow_the_contract():
+    assert tolerance_for(np.float32) == Tolerance(1e-4, 1e-4)
+    assert tolerance_for(np.float16) == Tolerance(1e-2, 1e-2)
+
+
+def test_case_tolerance_overrides_the_default():
+    want = np.full(4, 100.0, np.float32)
+    assert compare("y", want + 0.05, want, Tolerance(rtol=0, atol=0.1)) is None
+    assert compare("y", want + 0.05, want, None) is not None
+
+
+def test_a_written_input_is_reported():
+    before = np.arange(6, dtype=np.float32)
+    after = before.copy()
+    after[2] = 9
+    assert unchanged("x", before, before.copy()) is None
+    message = unchanged("x", before, after)
+    assert message == "input 'x' was written by the kernel: 1 of 6 elements changed, first at (2,)"
+
+
+def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
+    outputs = {"y": np.empty((3, 4), np.float32)}
+    with pytest.raises(
+        SpecError, match=r"reference 'y' is float32\[12\], but the output is float32\[3, 4\]"
+    ):
+        check_reference_fits(outputs, {"y": np.zeros(12, np.float32)})
+    with pytest.raises(SpecError, match="float64"):
+        check_reference_fits(outputs, {"y": np.zeros((3, 4))})
+    with pytest.raises(SpecError, match=r"reference returned \['z'\]"):
+        check_reference_fits(outputs, {"z": np.zeros((3, 4), np.float32)})
