@@ -21,17 +21,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    common.add_argument("--kernels", type=Path, default=ROOT / "kernels")
+    common.add_argument("--reports", type=Path, default=ROOT / "reports")
+    common.add_argument("--cache", type=Path, default=ROOT / ".cache" / "compile")
+    common.add_argument("-k", dest="select", default="", help="only kernels whose name has this")
+    common.add_argument("--runner", default="", help="runner name for the report's suite")
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
-    parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
-    parser.add_argument("--kernels", type=Path, default=ROOT / "kernels")
-    parser.add_argument("--reports", type=Path, default=ROOT / "reports")
-    parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "compile")
-    parser.add_argument("-k", dest="select", default="", help="only kernels whose name has this")
-    parser.add_argument("--runner", default="", help="runner name for the report's suite")
     commands = parser.add_subparsers(dest="command", required=True)
-    test = commands.add_parser("test", help="compile and run one target")
+    test = commands.add_parser("test", parents=[common], help="compile and run one target")
     test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
-    build = commands.add_parser("compile", help="compile targets without running")
+    build = commands.add_parser("compile", parents=[common], help="compile, run nothing")
     build.add_argument("targets", nargs="*", help="default: every target")
     args = parser.parse_args(argv)
 

@@ -106,22 +106,22 @@ def _cli(*args, cwd):
 
 
 def test_cli_second_run_compiles_nothing_and_says_so(planted, tmp_path):
-    (planted / "planted" / "spec_raises").rename(tmp_path / "spec_raises")
-    (planted / "planted" / "compile_error").rename(tmp_path / "compile_error")
+    for faulty in ("spec_raises", "compile_error", "wrong_answer", "bad_reference_shape"):
+        (planted / "planted" / faulty).rename(tmp_path / faulty)
     args = ("--kernels", str(planted), "--reports", str(tmp_path / "r"), "--cache")
-    first = _cli(*args, str(tmp_path / "c"), "test", "sm90", cwd=ROOT)
+    first = _cli("test", "sm90", *args, str(tmp_path / "c"), cwd=ROOT)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "compile: 4 compiled, 0 cached" in first.stdout
-    second = _cli(*args, str(tmp_path / "c"), "test", "sm90", cwd=ROOT)
-    assert "compile: nothing to do, 4 binaries cached" in second.stdout
+    assert "compile: 2 compiled, 0 cached" in first.stdout
+    second = _cli("test", "sm90", *args, str(tmp_path / "c"), cwd=ROOT)
+    assert "compile: nothing to do, 2 binaries cached" in second.stdout
     assert (tmp_path / "r" / "junit-sm_90a.xml").is_file()
 
 
 def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
-    failing = _cli("--kernels", str(planted), "--reports", str(tmp_path), "compile", cwd=ROOT)
+    failing = _cli("compile", "--kernels", str(planted), "--reports", str(tmp_path), cwd=ROOT)
     assert failing.returncode == 1
     bad = tmp_path / "matrix.yaml"
     bad.write_text("targets: {}\n")
-    broken = _cli("--matrix", str(bad), "compile", cwd=ROOT)
+    broken = _cli("compile", "--matrix", str(bad), cwd=ROOT)
     assert broken.returncode == 2
     assert f"{bad}:1: matrix: missing devices, timing, toolkits" in broken.stderr

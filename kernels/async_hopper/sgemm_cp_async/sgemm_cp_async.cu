@@ -1,24 +1,56 @@
 // sgemm_cp_async.cu: the 128x128x8 register-tiled SGEMM fed by a STAGES-deep cp.async pipeline.
 //
 // C (MxN) = A (MxK) * B (KxN), fp32, all row-major. Any M; N % 4 == 0 and K % 8 == 0 so that every
-// 16-byte copy is aligned and every k-tile is full.
+// 16-byte copy is aligned and every k-tile is whole.
 //
-// The compute part is identical to sgemm_reg_tiled: only the way tiles reach shared memory
-// changes. cp.async moves global -> shared without a register round trip and without blocking
-// the thread, so while tile kt is being multiplied, tiles kt+1 .. kt+STAGES-1 are in flight.
+// cp.async moves global -> shared without a register round trip and without blocking the
+// thread, so while tile kt is being multiplied, the next STAGES-1 tiles are in flight. One
+// commit_group per k-tile makes "group i" mean "tile i", and wait_group(STAGES-2) then says
+// exactly which tile has landed.
+//
+// The compute is sgemm_reg_tiled's (128x128 block tile, 8x8 per thread) with the classic SIMT
+// trick on top: while the 64 FFMA of k-step k run, the A and B fragments of k-step k+1 are
+// already being read from shared memory into a second register buffer. For that a fragment must
+// be small, so A is stored TRANSPOSED in shared memory (As[k][m], like B's [k][n]): one k-step
+// is 2 LDS.128 of A + 2 LDS.128 of B = 16 registers, two buffers 32. On an H200 this took the
+// 3-stage kernel from 40.8 to 44.6 TFLOPS at 4096^3 (docs/reports/h200 has the run).
+//
+// cp.async cannot transpose 16-byte chunks, so A is copied with 4-byte cp.async (.ca, the only
+// variant that allows 4 bytes): 4 per thread per k-tile, a warp covering 4 rows x 8 k
+// (four full 32-byte sectors). The A rows are padded to LDA = 132 floats so these scattered
+// 4-byte writes hit 32 distinct banks and every row start stays 16-byte aligned.
+//
+// The barrier sits just before the LAST k-step of a tile: there every thread has already read
+// all fragments of tile kt into registers, so the barrier both frees tile kt's stage (refilled
+// right away with tile kt + STAGES) and publishes tile kt+1, whose first fragment then loads
+// while the last k-step of tile kt computes. No shared-load latency follows a barrier. The
+// prologue therefore fills all STAGES stages.
+//
+// Global offsets are 32-bit element indices (saves registers under the 128 cap): M*K and K*N
+// must stay below 2^31, checked by the spec's setup().
 #include <cstdint>
 
 namespace {
 
-constexpr int BM = 128, BN = 128, BK = 8;  // block tile
-constexpr int TM = 8, TN = 8;              // per-thread register tile
+constexpr int BM = 128, BN = 128, BK = 8;
+constexpr int TM = 8, TN = 8;
 constexpr int kThreads = (BM / TM) * (BN / TN);  // 256
-static_assert(BM * BK / 4 == kThreads && BK * BN / 4 == kThreads,
-              "each thread copies exactly one float4 of A and one of B per k-tile");
+constexpr int LDA = BM + 4;                      // padded row of the transposed A tile
+constexpr int kAStage = BK * LDA, kBStage = BK * BN;  // floats per stage
+constexpr int kACopies = BM * BK / kThreads;           // 4-byte copies of A per thread
+constexpr int kBCopies = BK * BN / 4 / kThreads;       // 16-byte copies of B per thread
+constexpr int kKBlocks = BK / 8;                       // 8-wide k blocks per tile
+static_assert(kACopies == 4 * kKBlocks && kBCopies * kThreads * 4 == BK * BN, "");
+static_assert(LDA % 4 == 0, "LDS.128 of A needs 16-byte aligned rows");
 
-// src_size = 0 turns the copy into a 16-byte zero fill: out-of-range rows/columns of a partial
-// tile become zeros, which add nothing to the dot products, so the hot loop needs no guards.
-// .cg caches in L2 only: each tile is read once per block, L1 would only be polluted.
+__device__ __forceinline__ void cp_async_4(float* smem, const float* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_size = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_size)
+               : "memory");
+}
+
 __device__ __forceinline__ void cp_async_16(float* smem, const float* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int src_size = valid ? 16 : 0;
@@ -27,7 +59,6 @@ __device__ __forceinline__ void cp_async_16(float* smem, const float* gmem, bool
                : "memory");
 }
 
-// One group per k-tile: wait_group counts groups, so group i <=> tile i.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -38,104 +69,114 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 template <int STAGES>
-__device__ __forceinline__ void sgemm_cp_async_impl(const float* __restrict__ A,
-                                                    const float* __restrict__ B,
-                                                    float* __restrict__ C, int M, int N, int K) {
-  static_assert(STAGES >= 2, "a pipeline needs at least one tile in flight while computing");
-  // A is kept k-contiguous ([m][k], 32 bytes per row) so one 16-byte cp.async lands one row
-  // segment as is; B is [k][n] like in global memory. 8 KB per stage in total.
-  __shared__ __align__(16) float As[STAGES][BM * BK];
-  __shared__ __align__(16) float Bs[STAGES][BK * BN];
-
+__device__ __forceinline__ void sgemm_regpf_impl(float* As, float* Bs, const float* __restrict__ A,
+                                                 const float* __restrict__ B,
+                                                 float* __restrict__ C, int M, int N, int K) {
+  static_assert(STAGES >= 2, "");
   const int tid = threadIdx.x;
-  // A warp computes a 4x8 grid of threads (32 rows x 64 cols of C): a shared load of A then
-  // touches only 4 adjacent rows (4 distinct float4 in distinct banks, the rest broadcast) and a
-  // load of B 8 consecutive float4 (128 bytes): each is a single conflict-free wavefront.
   const int warp = tid / 32, lane = tid % 32;
+  // Same warp shape as the baseline (4x8 threads), but each thread now owns the row blocks
+  // ty*4 + {0..3} and 64 + ty*4 + {0..3} (and the same for columns with tx): one LDS.128 of a
+  // warp reads 4 consecutive float4 of A (64 bytes) or 8 of B (128 bytes), one wavefront.
   const int ty = (warp / 2) * 4 + lane / 8;  // 0..15
   const int tx = (warp % 2) * 8 + lane % 8;  // 0..15
-  // Thread rows are ty + 16*i and its columns tx*4 + {0..3} and 64 + tx*4 + {0..3}: strided,
-  // not blocked, so that neighbouring threads read neighbouring float4 (see above).
 
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
-  // Copy roles: A tile 128x8 = 2 float4 per row; B tile 8x128 = 32 float4 per row.
-  const int a_row = tid / (BK / 4), a_col = (tid % (BK / 4)) * 4;
+  // A copy roles: k = a_k + 8 * kb, m = a_m + 32 * mb for copy j = mb * kKBlocks + kb.
+  const int a_k = tid % 8, a_m = tid / 8;                 // 0..7, 0..31
+  const int a_rows_left = M - m0 - a_m;                   // row a_m + 32 mb valid iff > 32 mb
+  const int a_src = (m0 + a_m) * K + a_k;                 // used only for valid rows
+  const int a_mb_step = 32 * K;
+  const int a_dst = a_k * LDA + a_m;
+  // B copy roles: rows b_row + 8 c, one float4 at column b_col.
   const int b_row = tid / (BN / 4), b_col = (tid % (BN / 4)) * 4;
-  const bool a_ok = m0 + a_row < M;
   const bool b_ok = n0 + b_col < N;  // N % 4 == 0: a float4 is all in or all out
-  // A disabled copy still needs a mapped address: clamp to row/column 0, which stays in bounds
-  // for every k-tile.
-  const float* a_src = A + static_cast<size_t>(a_ok ? m0 + a_row : 0) * K + a_col;
-  const float* b_src = B + static_cast<size_t>(b_row) * N + (b_ok ? n0 + b_col : 0);
-  const size_t b_step = static_cast<size_t>(BK) * N;
+  const int b_src = b_row * N + (b_ok ? n0 + b_col : 0);
+  const int b_dst = b_row * BN + b_col;
 
-  // Copies the next k-tile into stage `buf` and advances the sources by one k-tile.
-  auto load_tile = [&](int buf) {
-    cp_async_16(&As[buf][a_row * BK + a_col], a_src, a_ok);
-    cp_async_16(&Bs[buf][b_row * BN + b_col], b_src, b_ok);
-    a_src += BK;
-    b_src += b_step;
+  // Copies k-tile t into stage `buf`. Disabled copies (rows past M, columns past N, k past K)
+  // zero-fill and read the matrix base, which is always mapped; zeros add nothing to the dots.
+  auto load_tile = [&](int buf, int t) {
+    const int k0 = t * BK;
+    float* as = As + buf * kAStage;
+    float* bs = Bs + buf * kBStage;
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb) {
+#pragma unroll
+      for (int kb = 0; kb < kKBlocks; ++kb) {
+        const bool ok = 32 * mb < a_rows_left && k0 + 8 * kb < K;
+        cp_async_4(as + a_dst + 8 * kb * LDA + 32 * mb,
+                   A + (ok ? a_src + mb * a_mb_step + k0 + 8 * kb : 0), ok);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kBCopies; ++c) {
+      const bool ok = b_ok && k0 + b_row + 8 * c < K;
+      cp_async_16(bs + b_dst + 8 * c * BN, B + (ok ? b_src + (k0 + 8 * c) * N : 0), ok);
+    }
   };
 
-  const int num_tiles = K / BK;
-  // Prologue: STAGES-1 tiles in flight. Commit even when there is no tile (K tiny) so that
-  // group i is always tile i and the wait count below stays right.
+  const int num_tiles = (K + BK - 1) / BK;
+  // Prologue: all STAGES stages (the first refill comes only after tile 0 is fully read).
+  // Commit even when there is no tile so that group i is always tile i.
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < num_tiles) load_tile(s);
+  for (int s = 0; s < STAGES; ++s) {
+    if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
 
   float acc[TM][TN] = {};
+  float fa[2][TM], fb[2][TN];
+  auto load_frag = [&](int slot, const float* as, const float* bs, int k) {
+    *reinterpret_cast<float4*>(&fa[slot][0]) =
+        *reinterpret_cast<const float4*>(as + k * LDA + ty * 4);
+    *reinterpret_cast<float4*>(&fa[slot][4]) =
+        *reinterpret_cast<const float4*>(as + k * LDA + 64 + ty * 4);
+    *reinterpret_cast<float4*>(&fb[slot][0]) =
+        *reinterpret_cast<const float4*>(bs + k * BN + tx * 4);
+    *reinterpret_cast<float4*>(&fb[slot][4]) =
+        *reinterpret_cast<const float4*>(bs + k * BN + 64 + tx * 4);
+  };
 
-  // Ring indices instead of kt % STAGES: no integer division by 3 in the loop.
-  int read_stage = 0, write_stage = STAGES - 1;
+  cp_async_wait<STAGES - 1>();  // group 0 = tile 0
+  __syncthreads();
+  int read_stage = 0;
+  const float* as = As;
+  const float* bs = Bs;
+  load_frag(0, as, bs, 0);
+
   for (int kt = 0; kt < num_tiles; ++kt) {
-    // kt + STAGES - 1 groups committed; leaving the newest STAGES-2 pending means groups
-    // 0..kt, and so this thread's part of tile kt, have landed.
-    cp_async_wait<STAGES - 2>();
-    // Everybody's part of tile kt has landed, and everybody finished tile kt-1, whose buffer
-    // the next copy overwrites: one barrier per k-tile covers both hazards.
-    __syncthreads();
-    if (kt + STAGES - 1 < num_tiles) load_tile(write_stage);
-    cp_async_commit();  // empty at the tail: keeps "group i = tile i"
-
-    const float* as = As[read_stage];
-    const float* bs = Bs[read_stage];
-    write_stage = read_stage;  // the stage just freed: tile kt's, consumed by the next barrier
-    read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
 #pragma unroll
-    for (int kq = 0; kq < BK; kq += 4) {
-      // 4 k-steps of A for all 8 rows in 8 LDS.128: 32 registers, reused by 4x64 FFMA.
-      float a[TM][4];
+    for (int k = 0; k < BK; ++k) {
+      if (k < BK - 1) {
+        load_frag((k + 1) % 2, as, bs, k + 1);
+      } else {
+        // STAGES + kt groups committed; the newest STAGES-2 may stay pending, so groups
+        // 0..kt+1 (tile kt+1) have landed. After the barrier every thread has also read all of
+        // tile kt (its last fragment was loaded in step BK-2): refill its stage.
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (kt + STAGES < num_tiles) load_tile(read_stage, kt + STAGES);
+        cp_async_commit();  // empty at the tail: keeps "group i = tile i"
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+        as = As + read_stage * kAStage;
+        bs = Bs + read_stage * kBStage;
+        // First fragment of tile kt+1 (on the last tile: stale data, never used).
+        load_frag(0, as, bs, 0);
+      }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
-        *reinterpret_cast<float4*>(a[i]) =
-            *reinterpret_cast<const float4*>(as + (ty + 16 * i) * BK + kq);
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        float b[TN];
-        *reinterpret_cast<float4*>(b) =
-            *reinterpret_cast<const float4*>(bs + (kq + kk) * BN + tx * 4);
-        *reinterpret_cast<float4*>(b + 4) =
-            *reinterpret_cast<const float4*>(bs + (kq + kk) * BN + 64 + tx * 4);
-        // 64 independent FFMA per 2 shared loads: the arithmetic intensity that makes this a
-        // compute-bound kernel.
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i][kk], b[j], acc[i][j]);
-      }
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(fa[k % 2][i], fb[k % 2][j], acc[i][j]);
     }
   }
-  // Nothing may be left in flight when the block exits (only empty groups remain, but be exact).
   cp_async_wait<0>();
 
-  // Each row segment is a float4 store; 8 lanes cover 128 contiguous bytes.
+  // Rows ty*4 + i and 64 + ty*4 + i, columns tx*4 + {0..3} and 64 + tx*4 + {0..3}.
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const int row = m0 + ty + 16 * i;
+    const int row = m0 + (i / 4) * 64 + ty * 4 + i % 4;
     if (row >= M) continue;
     float* c_row = C + static_cast<size_t>(row) * N;
     const int c0 = n0 + tx * 4, c1 = n0 + 64 + tx * 4;
@@ -146,13 +187,17 @@ __device__ __forceinline__ void sgemm_cp_async_impl(const float* __restrict__ A,
 
 }  // namespace
 
-// grid = (ceil(N/128), ceil(M/128), 1), block = 256, static shared memory 8 KB * STAGES.
-// Two blocks of ~128 registers/thread fit one SM; the second block hides the other's barriers.
-#define SGEMM_CP_ASYNC_ENTRY(S)                                                              \
-  extern "C" __global__ void __launch_bounds__(kThreads, 2)                                  \
-      sgemm_cp_async_stages##S(const float* __restrict__ A, const float* __restrict__ B,    \
-                               float* __restrict__ C, int M, int N, int K) {                \
-    sgemm_cp_async_impl<S>(A, B, C, M, N, K);                                                \
+// grid = (ceil(N/128), ceil(M/128), 1), block = 256, static shared memory
+// STAGES * (BK*LDA + BK*BN) * 4 bytes: 16.6 KB for 2 stages, 33.3 KB for 4.
+// __launch_bounds__(256, 2) caps registers at 128 so that two blocks share an SM: one block's
+// barrier wait is hidden by the other's FFMAs.
+#define SGEMM_CP_ASYNC_ENTRY(S)                                                          \
+  extern "C" __global__ void __launch_bounds__(kThreads, 2)                              \
+      sgemm_cp_async_stages##S(const float* __restrict__ A, const float* __restrict__ B, \
+                               float* __restrict__ C, int M, int N, int K) {            \
+    __shared__ __align__(16) float As[S * kAStage];                                      \
+    __shared__ __align__(16) float Bs[S * kBStage];                                      \
+    sgemm_regpf_impl<S>(As, Bs, A, B, C, M, N, K);                                       \
   }
 
 SGEMM_CP_ASYNC_ENTRY(2)

@@ -1,10 +1,12 @@
 """SGEMM with a STAGES-deep cp.async pipeline (STAGES = 2, 3, 4): C = A @ B in fp32, row-major.
 
-Teaches Ampere's asynchronous copy: 16-byte `cp.async.cg` moves global -> shared without a trip
-through registers, one `commit_group` per k-tile, and `wait_group(STAGES-2)` plus one barrier per
-k-tile keep STAGES-1 tiles in flight while the current one is multiplied. Empty groups are
-committed at the tail (and in the prologue when K is short) so that group i is always tile i.
-The compute is sgemm_reg_tiled's 128x128x8 block tile with 8x8 per thread: compare the two.
+Teaches Ampere's asynchronous copy: cp.async moves global -> shared without a trip through
+registers and without blocking the thread (16-byte `cp.async.cg` for B; 4-byte `cp.async.ca` for
+A, which lands transposed), one `commit_group` per k-tile, and `wait_group(STAGES-2)` plus one
+barrier per k-tile keep the next tiles in flight while the current one is multiplied. Empty
+groups are committed at the tail (and in the prologue when K is short) so that group i is always
+tile i. The compute is sgemm_reg_tiled's 128x128x8 block tile with 8x8 per thread, plus register
+double-buffering of the fragments (the .cu says why): compare the two.
 
 Contract: any M >= 1; N % 4 == 0 (16-byte copies stay aligned) and K % 8 == 0 (whole k-tiles).
 Partial 128-row/column tiles are zero-filled by the copy (src-size 0) and guard their stores.
@@ -61,6 +63,8 @@ def _shape(case: Case) -> tuple[int, int, int]:
 
 def setup(case: Case, rng: np.random.Generator) -> Problem:
     m, n, k = _shape(case)
+    if (m + 128) * k >= 2**31 or (k + 16) * n >= 2**31:  # offsets of padded tiles too
+        raise ValueError(f"M={m} N={n} K={k}: the .cu indexes A and B with 32-bit offsets")
     stages = int(case.params["stages"])
     if stages not in STAGES:
         raise ValueError(f"stages={stages}: the .cu instantiates {STAGES}")
@@ -78,7 +82,7 @@ def setup(case: Case, rng: np.random.Generator) -> Problem:
             Scalar(np.int32(n)),
             Scalar(np.int32(k)),
         ),
-    )  # static shared memory: 8 KB per stage, 32 KB at most
+    )  # static shared memory: 8.3 KB per stage, 33.3 KB at most
     return Problem(
         inputs={"a": a, "b": b},
         outputs={"c": np.empty((m, n), np.float32)},
