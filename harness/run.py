@@ -54,6 +54,8 @@ def run_target(
     target = options.target
     runner = options.runner or socket.gethostname()
     stem = f"junit-{target.name}" if options.execute else f"compile-{target.name}"
+    if options.select:  # a partial run must not overwrite the full report of its target
+        stem = f"partial-{stem}"
     files = report.report_files(options.reports_dir, stem)
     context = _context(target, runner, toolchain, device)
     common = _common_properties(target, toolchain, device)

@@ -55,6 +55,17 @@ def test_a_cluster_kernel_reports_its_ranks(cells):
     assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
 
 
+def test_dynamic_shared_memory_above_48_kb_is_opted_in(cells):
+    assert cells["big_smem", "blocks4"].outcome is Outcome.PASSED, cells["big_smem", "blocks4"]
+
+
+def test_a_cluster_given_at_launch_and_a_scratch_buffer_reach_the_kernel(cells):
+    for case in ("blocks16_cluster4", "blocks2_cluster2"):
+        assert cells["cluster_at_launch", case].outcome is Outcome.PASSED, cells[
+            "cluster_at_launch", case
+        ].message
+
+
 def test_sm80_runs_through_ptx_jit_on_a_newer_gpu(matrix, toolchain, gpu, planted, tmp_path):
     if gpu.cc.major == 8:
         pytest.skip("an sm_80 binary runs as SASS on CC 8.x")

@@ -64,8 +64,8 @@ def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted,
     assert outcome["needs_sm90", "blocks8[sm_80]"].skip_reason is SkipReason.TARGET_UNSUPPORTED
     assert outcome["add_one", "compile[sm_80]"].outcome is Outcome.PASSED
     assert outcome["add_one", "n1000[sm_80]"].skip_reason is SkipReason.NO_DEVICE
-    # 5 good kernels x (compile + 2 cases) + 1 broken spec: none lost, none doubled
-    assert len(result.cells) == len(outcome) == 16
+    # 7 good kernels x (compile + 2 cases) + 1 broken spec: none lost, none doubled
+    assert len(result.cells) == len(outcome) == 22
     assert not result.ok
 
 
@@ -106,8 +106,9 @@ def _cli(*args, cwd):
 
 
 def test_cli_second_run_compiles_nothing_and_says_so(planted, tmp_path):
-    for faulty in ("spec_raises", "compile_error", "wrong_answer", "bad_reference_shape"):
-        (planted / "planted" / faulty).rename(tmp_path / faulty)
+    for kernel in (planted / "planted").iterdir():
+        if kernel.name not in ("add_one", "needs_sm90"):
+            kernel.rename(tmp_path / kernel.name)
     args = ("--kernels", str(planted), "--reports", str(tmp_path / "r"), "--cache")
     first = _cli("test", "sm90", *args, str(tmp_path / "c"), cwd=ROOT)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -125,3 +126,14 @@ def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
     broken = _cli("compile", "--matrix", str(bad), cwd=ROOT)
     assert broken.returncode == 2
     assert f"{bad}:1: matrix: missing devices, timing, toolkits" in broken.stderr
+
+
+def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, tmp_path):
+    target = matrix.targets["sm_90a"]
+    full = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    kept = full.files.xml.read_text()
+    options = RunOptions(target, planted, tmp_path / "reports", tmp_path / "cache", True, "add")
+    partial = run_target(matrix, options, toolchain, NoDevice("test"))
+    assert partial.files.xml.name == "partial-junit-sm_90a.xml"
+    assert {c.classname for c in partial.cells} == {"planted.add_one"}
+    assert full.files.xml.read_text() == kept
