@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 from cuda.core import Device
 
-from harness.cells import Cell, Outcome
+from harness.cells import Cell, Outcome, SkipReason
 from harness.device import DeviceInfo
 from harness.kernels import Kernel
 from harness.launcher import CudaError, Module, Workspace
 from harness.matrix import Target, TimingDefaults
 from harness.run import describe_exception, seed_of, timing_properties
-from harness.spec import Case
+from harness.spec import Case, DeviceLimits, DeviceUnsupported
 from harness.timing import measure
 from harness.verify import SpecError, check_reference_fits, compare, unchanged
 
@@ -86,6 +86,11 @@ class GpuRuntime:
                 cell.properties.update(timing_properties(timing, work, self.info))
                 cell.properties["timing_wall_s"] = f"{time.monotonic() - timing_started:.3f}"
         except _SpecFailure as failure:
+            if isinstance(failure.error, DeviceUnsupported):
+                cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
+                cell.message = f"{SkipReason.DEVICE_UNSUPPORTED.value}: {failure.error}"
+                cell.seconds = time.monotonic() - started
+                return cell
             message, detail = describe_exception(failure.error)
             cell.outcome = Outcome.ERROR
             cell.message = f"{kernel.classname} spec {failure.step}() raised {message}"
@@ -107,13 +112,26 @@ class GpuRuntime:
         cell.seconds = time.monotonic() - started
         return cell
 
+    def _limits(self, module: Module) -> DeviceLimits:
+        def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
+            occupancy = module.kernel(entry).kernel.occupancy
+            return occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes)
+
+        return DeviceLimits(
+            cc=(self.info.cc.major, self.info.cc.minor),
+            sm_count=self.info.sm_count,
+            smem_optin_bytes=self.info.smem_optin_bytes,
+            l2_bytes=self.info.l2_bytes,
+            max_blocks_per_sm=max_blocks_per_sm,
+        )
+
     def _check(self, kernel: Kernel, case: Case, module: Module, cell: Cell) -> Workspace:
         """Run once and verify; sets the cell failed with the reasons, returns the workspace."""
         rng = np.random.default_rng(seed_of(kernel, case))
-        problem = _spec_step("setup", kernel.spec.setup, case, rng)
+        problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
         try:
             workspace = Workspace(self.device, self.stream, module, problem)
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
             raise _SpecFailure("setup", error) from error
         entry = problem.launches[0].entry
         cell.properties["binary"] = module.kernel(entry).path

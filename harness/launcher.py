@@ -24,7 +24,7 @@ from cuda.core.utils import StridedMemoryView
 
 from harness.device import DeviceInfo
 from harness.matrix import Target
-from harness.spec import Buf, Launch, Problem, Scalar, TensorMap
+from harness.spec import Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
 _SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)
@@ -34,6 +34,7 @@ _SWIZZLE_BY_BYTES = {
     64: _SWIZZLE.SWIZZLE_64B,
     128: _SWIZZLE.SWIZZLE_128B,
 }
+PORTABLE_CLUSTER_BLOCKS = 8  # larger clusters need an opt-in, and not every GPU has them
 POISON_BYTE = 0xFF  # NaN in every float width, -1 in every integer width
 
 
@@ -152,10 +153,30 @@ class Workspace:
             config = LaunchConfig(
                 grid=grid, cluster=one.cluster, block=one.block, shmem_size=one.shmem_bytes
             )
+            self._allow_cluster(loaded.kernel, config, one)
         else:
             config = LaunchConfig(grid=one.grid, block=one.block, shmem_size=one.shmem_bytes)
         args = tuple(self._argument(arg) for arg in one.args)
         return loaded.kernel, config, args
+
+    def _allow_cluster(self, kernel: Kernel, config: LaunchConfig, one: Launch) -> None:
+        """Clusters above 8 blocks are non-portable: opt in, then ask whether this GPU has them."""
+        blocks = one.cluster[0] * one.cluster[1] * one.cluster[2]
+        if blocks <= PORTABLE_CLUSTER_BLOCKS:
+            return
+        check(
+            driver.cuKernelSetAttribute(
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                1,
+                kernel.handle,
+                int(self.device),
+            )
+        )
+        most = kernel.occupancy.max_potential_cluster_size(config, stream=self.stream)
+        if most < blocks:
+            raise DeviceUnsupported(
+                f"{one.entry}: a cluster of {blocks} blocks is beyond this device's limit of {most}"
+            )
 
     def reset_scratch(self) -> None:
         for name, array in self.problem.scratch.items():

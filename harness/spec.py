@@ -124,10 +124,27 @@ class Work:
 
 
 @dataclass(frozen=True)
+class DeviceLimits:
+    """What a spec's setup() may read of the GPU it is about to run on, instead of hard-coding."""
+
+    cc: tuple[int, int]
+    sm_count: int
+    smem_optin_bytes: int  # the most dynamic shared memory one block can opt in to
+    l2_bytes: int
+    # (entry, threads per block, dynamic shared memory bytes) -> resident blocks per SM
+    max_blocks_per_sm: Callable[[str, int, int], int]
+
+
+class DeviceUnsupported(Exception):
+    """Raised by setup() when this device cannot run the case (a cluster size it does not
+    allow, say): the cell is skipped `device-unsupported` with this message."""
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     source: str  # the .cu file beside spec.py
     cases: tuple[Case, ...]
-    setup: Callable[[Case, np.random.Generator], Problem]
+    setup: Callable[[Case, np.random.Generator, DeviceLimits], Problem]
     reference: Callable[[Case, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
     work: Callable[[Case], Work]
     requires: Requirement | None = None  # None: any target

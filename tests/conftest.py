@@ -9,6 +9,7 @@ import pytest
 
 from harness.device import DeviceInfo, probe
 from harness.matrix import load_matrix
+from harness.spec import DeviceLimits
 from harness.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,3 +44,14 @@ def planted(tmp_path) -> Path:
     copy = tmp_path / "kernels"
     shutil.copytree(PLANTED, copy)
     return copy
+
+
+def limits_for_cpu_tests() -> DeviceLimits:
+    """H200-like limits for calling setup() where no GPU is: 2 blocks of any kernel per SM."""
+    return DeviceLimits(
+        cc=(9, 0),
+        sm_count=132,
+        smem_optin_bytes=227 * 1024,
+        l2_bytes=60 * 1024 * 1024,
+        max_blocks_per_sm=lambda entry, threads, shmem: 2,
+    )

@@ -60,7 +60,7 @@ def test_dynamic_shared_memory_above_48_kb_is_opted_in(cells):
 
 
 def test_a_cluster_given_at_launch_and_a_scratch_buffer_reach_the_kernel(cells):
-    for case in ("blocks16_cluster4", "blocks2_cluster2"):
+    for case in ("blocks32_cluster16", "blocks16_cluster4", "blocks2_cluster2"):
         assert cells["cluster_at_launch", case].outcome is Outcome.PASSED, cells[
             "cluster_at_launch", case
         ].message

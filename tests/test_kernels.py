@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from harness.kernels import BrokenKernel, Kernel, discover
-from tests.conftest import ROOT
+from harness.verify import check_reference_fits
+from tests.conftest import ROOT, limits_for_cpu_tests
+
+SHIPPED = [k for k in discover(ROOT / "kernels") if isinstance(k, Kernel)]
 
 
 def test_every_shipped_kernel_loads_with_two_cases_or_more():
@@ -42,3 +48,17 @@ def test_a_spec_without_spec_object_or_source_is_broken(planted):
     kernels = {k.name: k for k in discover(planted)}
     assert "defines no SPEC" in kernels["add_one"].reason
     assert "'wrong_answer.cu' is not a file" in kernels["wrong_answer"].reason
+
+
+@pytest.mark.parametrize(
+    ("kernel", "case"),
+    [(k, c) for k in SHIPPED for c in k.spec.cases],
+    ids=lambda item: getattr(item, "classname", None) or getattr(item, "name", None),
+)
+def test_every_case_sets_up_and_its_reference_fits_the_outputs(kernel, case):
+    """What CI can check of a spec without a GPU: setup, work and the reference's shape."""
+    problem = kernel.spec.setup(case, np.random.default_rng(0), limits_for_cpu_tests())
+    assert problem.launches, "a problem launches something"
+    check_reference_fits(problem.outputs, kernel.spec.reference(case, problem.inputs))
+    work = kernel.spec.work(case)
+    assert work.bytes >= 0 and work.flops >= 0

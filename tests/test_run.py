@@ -64,8 +64,8 @@ def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted,
     assert outcome["needs_sm90", "blocks8[sm_80]"].skip_reason is SkipReason.TARGET_UNSUPPORTED
     assert outcome["add_one", "compile[sm_80]"].outcome is Outcome.PASSED
     assert outcome["add_one", "n1000[sm_80]"].skip_reason is SkipReason.NO_DEVICE
-    # 7 good kernels x (compile + 2 cases) + 1 broken spec: none lost, none doubled
-    assert len(result.cells) == len(outcome) == 22
+    # 7 good kernels x (compile + cases) + 1 broken spec: none lost, none doubled
+    assert len(result.cells) == len(outcome) == 23
     assert not result.ok
 
 

@@ -22,7 +22,18 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.spec import Buf, Case, KernelSpec, Launch, Problem, RequireSm, Scalar, Tolerance, Work
+from harness.spec import (
+    Buf,
+    Case,
+    DeviceLimits,
+    KernelSpec,
+    Launch,
+    Problem,
+    RequireSm,
+    Scalar,
+    Tolerance,
+    Work,
+)
 
 THREADS = 256  # kThreads in the .cu
 CLUSTER = 2  # __cluster_dims__(2, 1, 1) in the .cu
@@ -65,7 +76,7 @@ def _dims(case: Case) -> tuple[int, int, int]:
     return n, chunk, clusters
 
 
-def setup(case: Case, rng: np.random.Generator) -> Problem:
+def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
     n, chunk, clusters = _dims(case)
     blocks = CLUSTER * clusters
     x = rng.random(n, dtype=np.float32)  # uniform [0, 1): see _tolerance

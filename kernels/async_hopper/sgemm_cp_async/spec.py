@@ -21,6 +21,7 @@ import numpy as np
 from harness.spec import (
     Buf,
     Case,
+    DeviceLimits,
     KernelSpec,
     Launch,
     Problem,
@@ -61,7 +62,7 @@ def _shape(case: Case) -> tuple[int, int, int]:
     return m, n, k
 
 
-def setup(case: Case, rng: np.random.Generator) -> Problem:
+def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
     m, n, k = _shape(case)
     if (m + 128) * k >= 2**31 or (k + 16) * n >= 2**31:  # offsets of padded tiles too
         raise ValueError(f"M={m} N={n} K={k}: the .cu indexes A and B with 32-bit offsets")

@@ -15,7 +15,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.spec import Buf, Case, KernelSpec, Launch, Problem, Scalar, Tolerance, Work
+from harness.spec import (
+    Buf,
+    Case,
+    DeviceLimits,
+    KernelSpec,
+    Launch,
+    Problem,
+    Scalar,
+    Tolerance,
+    Work,
+)
 
 TILE = 128  # BM = BN in the .cu
 THREADS = 256
@@ -44,7 +54,7 @@ def _shape(case: Case) -> tuple[int, int, int]:
     return m, n, k
 
 
-def setup(case: Case, rng: np.random.Generator) -> Problem:
+def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
     m, n, k = _shape(case)
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)

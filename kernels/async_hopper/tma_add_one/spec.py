@@ -22,6 +22,7 @@ import numpy as np
 
 from harness.spec import (
     Case,
+    DeviceLimits,
     KernelSpec,
     Launch,
     Problem,
@@ -50,7 +51,7 @@ def _shape(case: Case) -> tuple[int, int]:
     return rows, cols
 
 
-def setup(case: Case, rng: np.random.Generator) -> Problem:
+def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
     rows, cols = _shape(case)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
     y = np.empty((rows, cols), dtype=np.float32)
