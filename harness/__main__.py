@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
-    common.add_argument("--kernels", type=Path, default=ROOT / "kernels")
+    common.add_argument(
+        "--kernels",
+        type=Path,
+        action="append",
+        help="a kernels tree (repeatable; default: the project's kernels/)",
+    )
     common.add_argument("--reports", type=Path, default=ROOT / "reports")
     common.add_argument("--cache", type=Path, default=ROOT / ".cache" / "compile")
     common.add_argument("-k", dest="select", default="", help="only kernels whose name has this")
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     for target in targets:
         options = RunOptions(
             target=target,
-            kernels_root=args.kernels,
+            kernels_roots=tuple(args.kernels or [ROOT / "kernels"]),
             reports_dir=args.reports,
             cache_dir=args.cache,
             execute=execute,

@@ -48,27 +48,35 @@ class GpuRuntime:
         self.stream = self.device.create_stream()
         # A memset over twice the L2 before each sample evicts whatever the last run left there.
         self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
+        self._modules: dict[Path, Module] = {}
 
-    def run_kernel(self, kernel: Kernel, target: Target, binary: Path, common) -> list[Cell]:
+    def module(self, binary: Path, target: Target) -> Module:
+        if binary not in self._modules:
+            self._modules[binary] = Module(binary, target, self.info)
+        return self._modules[binary]
+
+    def run_case(
+        self, kernel: Kernel, case: Case, target: Target, binary: Path, common
+    ) -> tuple[Cell, bool]:
+        """The case's cell, and whether this process's CUDA context is still fit for more."""
         try:
-            module = Module(binary, target, self.info)
-        except Exception as error:  # a binary the driver refuses fails all its cases
+            module = self.module(binary, target)
+        except Exception as error:  # a binary the driver refuses fails the case, not the run
             message, detail = describe_exception(error)
-            return [
-                Cell(
-                    kernel.classname,
-                    f"{case.name}[{target.name}]",
-                    Outcome.FAILED,
-                    f"loading {binary.name} failed: {message}",
-                    detail=detail,
-                    properties=dict(common),
-                )
-                for case in kernel.spec.cases
-            ]
-        return [self._run_case(kernel, case, target, module, common) for case in kernel.spec.cases]
+            cell = Cell(
+                kernel.classname,
+                f"{case.name}[{target.name}]",
+                Outcome.FAILED,
+                f"loading {binary.name} failed: {message}",
+                detail=detail,
+                properties=dict(common),
+            )
+            return cell, False
+        return self._run_case(kernel, case, target, module, common)
 
-    def _run_case(self, kernel, case: Case, target: Target, module: Module, common) -> Cell:
+    def _run_case(self, kernel, case: Case, target: Target, module: Module, common):
         started = time.monotonic()
+        healthy = True
         cell = Cell(
             kernel.classname, f"{case.name}[{target.name}]", Outcome.PASSED, properties=dict(common)
         )
@@ -90,7 +98,7 @@ class GpuRuntime:
                 cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
                 cell.message = f"{SkipReason.DEVICE_UNSUPPORTED.value}: {failure.error}"
                 cell.seconds = time.monotonic() - started
-                return cell
+                return cell, healthy
             message, detail = describe_exception(failure.error)
             cell.outcome = Outcome.ERROR
             cell.message = f"{kernel.classname} spec {failure.step}() raised {message}"
@@ -99,18 +107,21 @@ class GpuRuntime:
             cell.outcome, cell.message = Outcome.ERROR, f"{kernel.classname}: {error}"
         except CudaError as error:
             cell.outcome, cell.message = Outcome.FAILED, f"CUDA error: {error}"
+            healthy = False  # illegal addresses and traps leave the context unusable
         except Exception as error:  # a driver or launch error from cuda.core: the kernel's
             message, detail = describe_exception(error)
             cell.outcome, cell.message, cell.detail = Outcome.FAILED, message, detail
+            healthy = False
         finally:
             if workspace is not None:
                 try:
                     workspace.close()
                 except Exception as error:  # a sticky fault surfaces here too
+                    healthy = False
                     if cell.outcome is Outcome.PASSED:
                         cell.outcome, cell.message = Outcome.FAILED, describe_exception(error)[0]
         cell.seconds = time.monotonic() - started
-        return cell
+        return cell, healthy
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:

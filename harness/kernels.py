@@ -45,10 +45,10 @@ class BrokenKernel:
 
 def discover(root: Path) -> list[Kernel | BrokenKernel]:
     """Every `<root>/<chapter>/<kernel>/spec.py`, sorted by chapter then kernel."""
-    return [_load(spec_file) for spec_file in sorted(Path(root).glob("*/*/spec.py"))]
+    return [load_kernel(spec_file) for spec_file in sorted(Path(root).glob("*/*/spec.py"))]
 
 
-def _load(spec_file: Path) -> Kernel | BrokenKernel:
+def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
     folder = spec_file.parent
     chapter, name = folder.parent.name, folder.name
 

@@ -96,6 +96,7 @@ class TimingDefaults:
     max_samples: int
     noise_target_pct: float
     budget_s: float
+    case_timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,14 @@ def load_matrix(path: Path) -> Matrix:
     timing_fields = reader.mapping(
         top["timing"],
         "timing",
-        {"warmup_runs", "min_samples", "max_samples", "noise_target_pct", "budget_s"},
+        {
+            "warmup_runs",
+            "min_samples",
+            "max_samples",
+            "noise_target_pct",
+            "budget_s",
+            "case_timeout_s",
+        },
     )
     timing = TimingDefaults(
         warmup_runs=reader.scalar(timing_fields["warmup_runs"], "timing.warmup_runs", int),
@@ -243,6 +251,9 @@ def load_matrix(path: Path) -> Matrix:
             timing_fields["noise_target_pct"], "timing.noise_target_pct", float
         ),
         budget_s=reader.scalar(timing_fields["budget_s"], "timing.budget_s", float),
+        case_timeout_s=reader.scalar(
+            timing_fields["case_timeout_s"], "timing.case_timeout_s", float
+        ),
     )
     if timing.max_samples < timing.min_samples:
         raise reader.fail(top["timing"], "timing: max_samples is below min_samples")

@@ -12,20 +12,22 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import report
+from harness import report, worker
 from harness.cells import Cell, Outcome, SkipReason, skipped
 from harness.compile import Compiled, Compiler
 from harness.device import DeviceInfo, NoDevice, sm_clock_mhz
+from harness.isolation import WorkerPool
 from harness.kernels import BrokenKernel, Kernel, discover
 from harness.matrix import Matrix, Target
 from harness.spec import Case, Work
 from harness.toolchain import Toolchain, ToolchainError
+from harness.worker import CaseJob, WorkerSetup
 
 
 @dataclass(frozen=True)
 class RunOptions:
     target: Target
-    kernels_root: Path
+    kernels_roots: tuple[Path, ...]  # each holds <chapter>/<kernel>/spec.py folders
     reports_dir: Path
     cache_dir: Path
     execute: bool  # False: compile cells only
@@ -59,7 +61,8 @@ def run_target(
     files = report.report_files(options.reports_dir, stem)
     context = _context(target, runner, toolchain, device)
     common = _common_properties(target, toolchain, device)
-    kernels = [k for k in discover(options.kernels_root) if options.select in k.classname]
+    found = [k for root in options.kernels_roots for k in discover(root)]
+    kernels = [k for k in found if options.select in k.classname]
     cells: list[Cell] = []
 
     def save() -> None:
@@ -87,24 +90,37 @@ def run_target(
     save()
 
     if options.execute:
-        runtime = None
-        for kernel in expressible:
-            build = builds.get(kernel.classname)
-            skip = _why_not_run(target, device, build)
-            if skip:
+        with WorkerPool(worker.start, worker.serve, WorkerSetup(device, matrix.timing)) as pool:
+            for kernel in expressible:
+                build = builds.get(kernel.classname)
+                skip = _why_not_run(target, device, build)
                 for case in kernel.spec.cases:
-                    cells.append(_not_run_cell(kernel, case, target, skip, common))
-            else:
-                if runtime is None:
-                    from harness.gpu import GpuRuntime  # cuda-python only where a GPU is
-
-                    runtime = GpuRuntime(device, matrix.timing)
-                cells.extend(runtime.run_kernel(kernel, target, build.binary, common))
-            save()
+                    if skip:
+                        cells.append(_not_run_cell(kernel, case, target, skip, common))
+                    else:
+                        job = CaseJob(
+                            kernel.folder / "spec.py", case.name, target, build.binary, common
+                        )
+                        result = pool.run(job, matrix.timing.case_timeout_s)
+                        cells.append(_faulted(kernel, case, target, result, common))
+                    save()
     save()
     fresh = sum(1 for b in builds.values() if isinstance(b, Compiled) and not b.cached)
     cached = sum(1 for b in builds.values() if isinstance(b, Compiled) and b.cached)
     return RunResult(cells, files, fresh, cached)
+
+
+def _faulted(kernel, case, target, result, common) -> Cell:
+    """The worker's cell, or a failed cell saying how the worker died on this case."""
+    if isinstance(result, Cell):
+        return result
+    return Cell(
+        kernel.classname,
+        _name(case, target),
+        Outcome.FAILED,
+        result.message,
+        properties=dict(common),
+    )
 
 
 def _name(case: Case, target: Target) -> str:

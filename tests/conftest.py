@@ -14,6 +14,7 @@ from harness.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "kernels"
+FAULTS = Path(__file__).resolve().parent / "fixtures" / "faults"  # kernels that break the GPU
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 
 from harness.cells import Outcome
 from harness.run import RunOptions, run_target
+from tests.conftest import FAULTS, PLANTED
 
 
 def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
+    """Run the kernel trees `kernels` (a list of roots) for one target on the GPU."""
     options = RunOptions(
         target=matrix.targets[target],
-        kernels_root=kernels,
+        kernels_roots=tuple(kernels),
         reports_dir=tmp_path / "reports",
         cache_dir=tmp_path / "cache",
         execute=True,
@@ -23,9 +28,7 @@ def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
 
 @pytest.fixture(scope="module")
 def cells(matrix, toolchain, gpu, tmp_path_factory):
-    from tests.conftest import PLANTED
-
-    return _run(matrix, toolchain, gpu, PLANTED, tmp_path_factory.mktemp("gpu"))
+    return _run(matrix, toolchain, gpu, [PLANTED], tmp_path_factory.mktemp("gpu"))
 
 
 def test_a_correct_kernel_passes_with_timings(cells, gpu):
@@ -69,6 +72,30 @@ def test_a_cluster_given_at_launch_and_a_scratch_buffer_reach_the_kernel(cells):
 def test_sm80_runs_through_ptx_jit_on_a_newer_gpu(matrix, toolchain, gpu, planted, tmp_path):
     if gpu.cc.major == 8:
         pytest.skip("an sm_80 binary runs as SASS on CC 8.x")
-    cells = _run(matrix, toolchain, gpu, planted, tmp_path, target="sm_80")
+    cells = _run(matrix, toolchain, gpu, [planted], tmp_path, target="sm_80")
     assert cells["add_one", "n1000"].outcome is Outcome.PASSED
     assert cells["add_one", "n1000"].properties["binary"] == "ptx-jit"
+
+
+def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
+    matrix, toolchain, gpu, tmp_path
+):
+    quick = dataclasses.replace(
+        matrix, timing=dataclasses.replace(matrix.timing, case_timeout_s=15)
+    )
+    started = time.monotonic()
+    cells = _run(quick, toolchain, gpu, [FAULTS, PLANTED], tmp_path)
+    elapsed = time.monotonic() - started
+    oob = cells["oob_write", "n1024"]
+    assert oob.outcome is Outcome.FAILED and "CUDA_ERROR_ILLEGAL_ADDRESS" in oob.message, oob
+    trap = cells["trap", "n1024"]
+    assert trap.outcome is Outcome.FAILED and "CUDA_ERROR" in trap.message, trap
+    hang = cells["infinite_loop", "n1024"]
+    assert hang.outcome is Outcome.FAILED and "timeout" in hang.message, hang
+    nan = cells["nan_result", "n1024"]
+    assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
+    # every case after a fault ran in a fresh worker, and the good kernels still pass
+    assert cells["oob_write", "n1"].outcome is Outcome.FAILED
+    assert cells["add_one", "n1000"].outcome is Outcome.PASSED, cells["add_one", "n1000"]
+    assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
+    assert elapsed < 120  # two 15 s timeouts, not a hung run

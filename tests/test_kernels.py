@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from harness.kernels import BrokenKernel, Kernel, discover
+from harness.spec import RequireSm
 from harness.verify import check_reference_fits
 from tests.conftest import ROOT, limits_for_cpu_tests
 
@@ -24,6 +25,40 @@ def test_every_shipped_kernel_loads_with_two_cases_or_more():
     }
     for kernel in kernels:
         assert len(kernel.spec.cases) >= 2, kernel.classname
+
+
+# ../shared/KERNELS.md's "needs" column, kernel by kernel (None: any target).
+REQUIRED = {
+    "programming_model.scale_bias": None,
+    "programming_model.thread_ids": None,
+    "programming_model.warp_broadcast": None,
+    "programming_model.warp_allreduce_xor": None,
+    "programming_model.warp_vote": None,
+    "programming_model.cg_warp_reduce": None,
+    "programming_model.block_reduce": None,
+    "programming_model.two_pass_reduce": None,
+    "programming_model.dynamic_smem_optin": None,
+    "programming_model.double_buffer": None,
+    "programming_model.cluster_static": RequireSm(9, 0),
+    "programming_model.cluster_dynamic_launch": RequireSm(9, 0),
+    "programming_model.cluster_reduce": RequireSm(9, 0),
+    "programming_model.cluster_dsmem_exchange": RequireSm(9, 0),
+    "programming_model.persistent_tiles": None,
+    "async_hopper.sgemm_reg_tiled": None,
+    "async_hopper.sgemm_cp_async": RequireSm(8, 0),
+    "async_hopper.tma_add_one": RequireSm(9, 0),
+    "async_hopper.cluster_pair_sum": RequireSm(9, 0),
+    "async_copy.stencil_sync": None,
+    "async_copy.stencil_memcpy_async_thread": RequireSm(8, 0),
+    "async_copy.stencil_memcpy_async_block": RequireSm(8, 0),
+    "async_copy.prefetch_pipeline": RequireSm(8, 0),
+    "async_copy.prefetch_cp_async_ptx": RequireSm(8, 0),
+}
+
+
+def test_each_kernel_requires_what_the_chapter_list_says():
+    shipped = {k.classname: k.spec.requires for k in SHIPPED}
+    assert shipped == REQUIRED
 
 
 def test_sgemm_cp_async_has_each_stage_count_as_a_case():

@@ -46,7 +46,12 @@ class FakeBuffer:
 
 
 DEFAULTS = TimingDefaults(
-    warmup_runs=2, min_samples=10, max_samples=50, noise_target_pct=0.5, budget_s=5.0
+    warmup_runs=2,
+    min_samples=10,
+    max_samples=50,
+    noise_target_pct=0.5,
+    budget_s=5.0,
+    case_timeout_s=60,
 )
 
 
@@ -68,7 +73,7 @@ def test_noisy_samples_run_to_max_samples_and_say_so():
 
 
 def test_budget_stops_a_slow_case():
-    defaults = TimingDefaults(1, 10, 500, 0.5, budget_s=0.0)
+    defaults = TimingDefaults(1, 10, 500, 0.5, budget_s=0.0, case_timeout_s=60)
     noisy = [1.0, 1.2] * 300
     timing = measure(lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), defaults)
     assert len(timing.samples_us) == 2

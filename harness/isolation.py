@@ -1,0 +1,125 @@
+"""Runs jobs in a worker process that may crash, hang or poison itself, one job at a time.
+
+A kernel that writes out of bounds leaves its CUDA context unusable for the rest of the process,
+one that deadlocks never returns, and one that traps can take the interpreter down. So jobs go to
+a spawned worker; when it dies, runs past the job's timeout, or asks to be replaced (after a
+sticky CUDA error), the job gets a Fault and the next job starts in a fresh worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A job that produced no result: `kind` is "crash", "timeout" or "error"."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a worker sends back for one job; `replace_me` retires the worker after it."""
+
+    result: Any
+    replace_me: bool = False
+
+
+# A worker is `serve(setup_arg, job) -> Reply`, run by _worker_main in the child process.
+Serve = Callable[[Any, Any], Reply]
+
+
+def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection):
+    state = setup(setup_arg)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the parent is gone or done
+            return
+        try:
+            reply = serve(state, job)
+        except Exception as error:  # a bug in the job's own code: report it, then step down
+            reply = Reply(Fault("error", f"worker raised {type(error).__name__}: {error}"), True)
+        conn.send(reply)
+        if reply.replace_me:
+            return
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with status {exitcode}"
+
+
+class WorkerPool:
+    """One worker at a time, replaced whenever a job faults or asks for it."""
+
+    def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
+        self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
+        self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
+        self._process = None
+        self._conn: Connection | None = None
+
+    def _start(self) -> None:
+        parent, child = self._context.Pipe()
+        self._process = self._context.Process(
+            target=_worker_main,
+            args=(self._serve, self._setup, self._setup_arg, child),
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def _retire(self, kill: bool) -> None:
+        if self._process is None:
+            return
+        if kill and self._process.is_alive():
+            self._process.kill()
+        self._conn.close()
+        self._process.join(timeout=30)
+        self._process, self._conn = None, None
+
+    def run(self, job: Any, timeout_s: float) -> Any:
+        """The job's result, or a Fault saying how the worker failed it."""
+        if self._process is None:
+            self._start()
+        try:
+            self._conn.send(job)
+            if not self._conn.poll(timeout_s):
+                self._retire(kill=True)
+                return Fault("timeout", f"timeout: no result after {timeout_s:g} s; worker killed")
+            reply: Reply = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            self._process.join(timeout=30)
+            how = describe_exit(self._process.exitcode)
+            self._retire(kill=True)
+            return Fault("crash", f"worker process {how} during this job")
+        if reply.replace_me:
+            self._retire(kill=False)
+        return reply.result
+
+    def run_all(self, jobs: Iterable[Any], timeout_s: float) -> Iterator[tuple[Any, Any]]:
+        for job in jobs:
+            yield job, self.run(job, timeout_s)
+
+    def close(self) -> None:
+        self._retire(kill=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

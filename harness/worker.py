@@ -1,0 +1,56 @@
+"""The GPU side of a worker process: one CaseJob in, one Cell out.
+
+Kernel specs hold functions, which do not cross process boundaries, so a job names the kernel by
+its spec file and the worker imports it (once) itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.device import DeviceInfo
+from harness.isolation import Reply
+from harness.kernels import BrokenKernel, load_kernel
+from harness.matrix import Target, TimingDefaults
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    device: DeviceInfo
+    timing: TimingDefaults
+
+
+@dataclass(frozen=True)
+class CaseJob:
+    spec_file: Path
+    case_name: str
+    target: Target
+    binary: Path
+    common: dict[str, str]
+
+
+class _Worker:
+    def __init__(self, setup: WorkerSetup):
+        from harness.gpu import GpuRuntime  # cuda-python is imported in the worker only
+
+        self.runtime = GpuRuntime(setup.device, setup.timing)
+        self.kernels = {}
+
+    def run(self, job: CaseJob) -> Reply:
+        if job.spec_file not in self.kernels:
+            self.kernels[job.spec_file] = load_kernel(job.spec_file)
+        kernel = self.kernels[job.spec_file]
+        if isinstance(kernel, BrokenKernel):  # the parent loaded it fine; it changed since
+            raise RuntimeError(kernel.reason)
+        (case,) = [c for c in kernel.spec.cases if c.name == job.case_name]
+        cell, healthy = self.runtime.run_case(kernel, case, job.target, job.binary, job.common)
+        return Reply(cell, replace_me=not healthy)
+
+
+def start(setup: WorkerSetup) -> _Worker:
+    return _Worker(setup)
+
+
+def serve(worker: _Worker, job: CaseJob) -> Reply:
+    return worker.run(job)

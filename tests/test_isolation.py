@@ -1,0 +1,63 @@
+"""Worker isolation without a GPU: crashes, hangs and poisoned workers cost one job each."""
+
+from __future__ import annotations
+
+import time
+
+from harness.isolation import Fault, WorkerPool
+from tests import fake_workers
+
+
+def _pool():
+    return WorkerPool(fake_workers.setup, fake_workers.serve, "t")
+
+
+def test_results_come_back_from_one_reused_worker():
+    with _pool() as pool:
+        first = pool.run(("ok", 1), timeout_s=30)
+        second = pool.run(("ok", 2), timeout_s=30)
+    assert first[:2] == ("t", 1) and second[:2] == ("t", 2)
+    assert first[2] == second[2]  # same process
+
+
+def test_a_crash_fails_its_job_and_the_next_job_runs_in_a_fresh_worker():
+    with _pool() as pool:
+        before = pool.run(("ok", 1), timeout_s=30)
+        crashed = pool.run(("crash", 2), timeout_s=30)
+        after = pool.run(("ok", 3), timeout_s=30)
+    assert isinstance(crashed, Fault) and crashed.kind == "crash"
+    assert "killed by SIGSEGV" in crashed.message
+    assert after[:2] == ("t", 3) and after[2] != before[2]
+
+
+def test_an_exit_is_reported_with_its_status():
+    with _pool() as pool:
+        exited = pool.run(("exit", 0), timeout_s=30)
+    assert exited.kind == "crash" and "exited with status 3" in exited.message
+
+
+def test_a_hang_times_out_and_is_killed():
+    with _pool() as pool:
+        started = time.monotonic()
+        hung = pool.run(("hang", 0), timeout_s=2)
+        waited = time.monotonic() - started
+        after = pool.run(("ok", 5), timeout_s=30)
+    assert isinstance(hung, Fault) and hung.kind == "timeout"
+    assert "timeout" in hung.message and waited < 20
+    assert after[:2] == ("t", 5)
+
+
+def test_an_exception_in_the_worker_is_a_fault_not_a_crash_of_the_run():
+    with _pool() as pool:
+        raised = pool.run(("raise", 7), timeout_s=30)
+        after = pool.run(("ok", 8), timeout_s=30)
+    assert raised.kind == "error" and "ValueError: bad job 7" in raised.message
+    assert after[:2] == ("t", 8)
+
+
+def test_a_poisoned_worker_answers_then_is_replaced():
+    with _pool() as pool:
+        poisoned = pool.run(("poisoned", 1), timeout_s=30)
+        after = pool.run(("ok", 2), timeout_s=30)
+    assert poisoned[:2] == ("t", 1)
+    assert after[2] != poisoned[2]
