@@ -1,8 +1,11 @@
-"""The matrix's sessions. One `test-<target>` per target of matrix.yaml, so a new target there is
-a new session here with no edit.
+"""The matrix's sessions. Each target of matrix.yaml gets `build-<session>` and `test-<session>`,
+so a new target there is new sessions here with no edit.
 
-    nox -s test-sm90      compile and run the sm_90a column on this machine's GPU
-    nox -s compile        compile every target, run nothing
+    nox -s test-sm90      compile and run the sm_90a column (in its image if docker answers)
+    nox -s build-sm90     build the sm_90a image
+    nox -s compile        compile every target on this machine, run nothing
+    nox -s base-image     make the Debian base image locally, where no registry serves one
+    nox -s gha-matrix     the GitHub Actions job matrix, as JSON
     nox -s tests          the project's own test suite
     nox -s lint           ruff
 
@@ -12,6 +15,7 @@ uses the current environment as it is.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,9 +25,11 @@ from nox.virtualenv import PassthroughEnv
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits beside it
 
+from harness import images  # noqa: E402
 from harness.matrix import Target, load_matrix  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
+BACKENDS = ("auto", "host", "docker")
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
@@ -40,24 +46,99 @@ def _toolkit_wheels() -> list[str]:
     return sorted({wheel for t in MATRIX.targets.values() for wheel in t.toolkit.wheels})
 
 
+def _backend(session: nox.Session) -> tuple[str, list[str]]:
+    """`--backend host|docker|auto` from the session's arguments; the rest go to the harness."""
+    args, backend = list(session.posargs), "auto"
+    if "--backend" in args:
+        at = args.index("--backend")
+        backend = args[at + 1] if at + 1 < len(args) else ""
+        del args[at : at + 2]
+    if backend not in BACKENDS:
+        session.error(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        problem = images.engine_problem()
+        backend = "host" if problem else "docker"
+        why = f"docker unavailable: {problem}" if problem else "a docker engine answers"
+    else:
+        why = "forced by --backend"
+    session.log(f"backend: {backend} ({why})")
+    return backend, args
+
+
+def _build_session(target: Target):
+    def session(session: nox.Session) -> None:
+        image = images.image_for(target, ROOT)
+        try:
+            built = images.build(image, ROOT)
+        except images.ImageError as error:
+            session.error(str(error))
+        session.log(f"{image.tag}: {'built' if built else 'up to date, nothing to build'}")
+
+    session.__doc__ = (
+        f"Build the {target.name} image ({target.image}, CUDA {target.toolkit.version})."
+    )
+    return session
+
+
 def _test_session(target: Target):
     def session(session: nox.Session) -> None:
+        backend, args = _backend(session)
+        if backend == "docker":
+            image = images.image_for(target, ROOT)
+            try:
+                images.build(image, ROOT)
+            except images.ImageError as error:
+                session.error(str(error))
+            images.prepare_mounts(image, ROOT)
+            gpu = images.host_has_gpu()
+            session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
+            command = images.harness_command(image, ROOT, ["test", target.name, *args], gpu)
+            session.run(*command, external=True)
+            return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
-        session.run("python", "-m", "harness", "test", target.name, *session.posargs)
+        session.run("python", "-m", "harness", "test", target.name, *args)
 
     session.__doc__ = f"Compile {target.name} ({target.gencode}) and run it on this machine's GPU."
     return session
 
 
 for _target in MATRIX.targets.values():
+    nox.session(name=f"build-{_target.session}", venv_backend="none")(_build_session(_target))
     nox.session(name=f"test-{_target.session}")(_test_session(_target))
 
 
 @nox.session(name="compile")
 def compile_all(session: nox.Session) -> None:
-    """Compile every kernel for every target; run nothing."""
+    """Compile every kernel for every target on this machine; run nothing."""
     _install(session, "-r", "requirements.txt", *_toolkit_wheels())
     session.run("python", "-m", "harness", "compile", *session.posargs)
+
+
+@nox.session(name="base-image", venv_backend="none")
+def base_image(session: nox.Session) -> None:
+    """Make each toolkit's Debian base image locally (debootstrap + docker import)."""
+    for base in sorted({t.toolkit.base_image for t in MATRIX.targets.values()}):
+        try:
+            made = images.make_base(base)
+        except images.ImageError as error:
+            session.error(str(error))
+        session.log(f"{base}: {'made from a debootstrap root filesystem' if made else 'present'}")
+
+
+@nox.session(name="gha-matrix", venv_backend="none")
+def gha_matrix(session: nox.Session) -> None:
+    """Print the GitHub Actions job matrix (one entry per target of matrix.yaml) as JSON."""
+    include = [
+        {
+            "target": t.name,
+            "session": t.session,
+            "image": t.image,
+            "toolkit": t.toolkit.version,
+            "runner": list(t.runner_labels),
+        }
+        for t in MATRIX.targets.values()
+    ]
+    print(json.dumps({"include": include}))
 
 
 @nox.session
@@ -69,7 +150,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and format check."""
+    """ruff, and actionlint and zizmor over the GitHub Actions workflows."""
     _install(session, "-r", "requirements-test.txt")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("actionlint", external=True)
+    session.run("zizmor", "--offline", ".github/workflows", external=True)

@@ -85,7 +85,8 @@ class GpuRuntime:
         try:
             workspace = self._check(kernel, case, module, cell)
             if cell.outcome is Outcome.PASSED:
-                work = _spec_step("work", kernel.spec.work, case)
+                seen = workspace.problem.case_seen_by(case)
+                work = _spec_step("work", kernel.spec.work, seen)
                 timing_started = time.monotonic()
                 timing = measure(
                     workspace.run, workspace.reset_scratch, self.stream, self.flush, self.timing
@@ -155,7 +156,8 @@ class GpuRuntime:
             for name, before in problem.inputs.items()
             if (msg := unchanged(name, before, workspace.inputs_after()[name]))
         ]
-        expected = _spec_step("reference", kernel.spec.reference, case, problem.inputs)
+        seen = problem.case_seen_by(case)
+        expected = _spec_step("reference", kernel.spec.reference, seen, problem.inputs)
         check_reference_fits(problem.outputs, expected)
         for name in problem.outputs:
             if msg := compare(name, actual[name], expected[name], case.tolerance):

@@ -107,12 +107,21 @@ class Problem:
         0xFF bytes (integers) so that an element the kernel forgets to write cannot pass.
     scratch: uploaded as given before every launch sequence and never checked (counters,
         workspaces).
+    derived_params: what setup() decided from the device (a size read from DeviceLimits, say);
+        reference() and work() find them in case.params, beside the case's own.
     """
 
     inputs: Mapping[str, np.ndarray]
     outputs: Mapping[str, np.ndarray]
     launches: tuple[Launch, ...]
     scratch: Mapping[str, np.ndarray] = field(default_factory=dict)
+    derived_params: Mapping[str, Any] = field(default_factory=dict)
+
+    def case_seen_by(self, case: Case) -> Case:
+        """The case as reference() and work() see it: its params plus the derived ones."""
+        if not self.derived_params:
+            return case
+        return Case(case.name, {**case.params, **self.derived_params}, case.tolerance)
 
 
 @dataclass(frozen=True)

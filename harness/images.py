@@ -1,0 +1,183 @@
+"""One container image per target: its tag from the content of its build inputs, its build, and
+the `docker run` that tests a target inside it.
+
+The tag is a hash of everything that goes into the image (Dockerfile, requirements, the target's
+toolkit wheels and base image), so an unchanged image is found by its tag and never rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.matrix import Target
+
+DOCKERFILE = Path("docker") / "Dockerfile"
+CONTEXT_FILES = (DOCKERFILE, Path("requirements.txt"))
+CONTAINER_SOURCE = "/src"
+CONTAINER_OUT = "/out"
+
+
+class ImageError(Exception):
+    """docker is missing or a build failed; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Image:
+    target: Target
+    tag: str  # <target.image>:<content hash>
+    build_args: dict[str, str]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            "org.cuda-matrix.target": self.target.name,
+            "org.cuda-matrix.toolkit": self.target.toolkit.version,
+        }
+
+
+def _extra_ca() -> bytes:
+    """The CA bundle named by $MATRIX_CA_BUNDLE, for pip behind a TLS-inspecting proxy."""
+    named = os.environ.get("MATRIX_CA_BUNDLE", "")
+    return Path(named).read_bytes() if named else b""
+
+
+def image_for(target: Target, root: Path) -> Image:
+    build_args = {
+        "BASE_IMAGE": target.toolkit.base_image,
+        "TOOLKIT_WHEELS": " ".join(target.toolkit.wheels),
+        "TARGET": target.name,
+        "TOOLKIT": target.toolkit.version,
+    }
+    digest = hashlib.sha256()
+    for relative in CONTEXT_FILES:
+        digest.update(str(relative).encode() + b"\0" + (root / relative).read_bytes() + b"\0")
+    for key, value in sorted(build_args.items()):
+        digest.update(f"{key}={value}\0".encode())
+    digest.update(_extra_ca())
+    return Image(target, f"{target.image}:{digest.hexdigest()[:16]}", build_args)
+
+
+def engine_problem() -> str | None:
+    """None when a docker engine answers; else why not, in a few words."""
+    if shutil.which("docker") is None:
+        return "no docker command on PATH"
+    try:
+        result = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"docker info failed: {error}"
+    if result.returncode != 0:
+        return (
+            "no docker engine answers (" + (result.stderr.strip().splitlines() or ["?"])[-1] + ")"
+        )
+    return None
+
+
+def exists(tag: str) -> bool:
+    result = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
+    return result.returncode == 0
+
+
+def build(image: Image, root: Path) -> bool:
+    """Build unless an image with this content tag exists; True when it built."""
+    if exists(image.tag):
+        return False
+    base = image.build_args["BASE_IMAGE"]
+    with tempfile.TemporaryDirectory() as context:
+        for relative in CONTEXT_FILES:
+            shutil.copy(root / relative, Path(context) / relative.name)
+        (Path(context) / "extra-ca.crt").write_bytes(_extra_ca())
+        dockerfile = str(Path(context) / DOCKERFILE.name)
+        command = ["docker", "build", "--tag", image.tag, "--file", dockerfile]
+        for key, value in image.build_args.items():
+            command += ["--build-arg", f"{key}={value}"]
+        for key, value in image.labels.items():
+            command += ["--label", f"{key}={value}"]
+        result = subprocess.run([*command, context])
+    if result.returncode != 0:
+        raise ImageError(
+            f"docker build of {image.tag} failed (exit {result.returncode}). If the base image "
+            f"{base} cannot be pulled here, make it locally: nox -s base-image"
+        )
+    return True
+
+
+def container_flags(image: Image, root: Path, gpu: bool) -> list[str]:
+    """`docker run` and its flags: sources read-only, no network, reports and cache writable."""
+    flags = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--volume",
+        f"{root}:{CONTAINER_SOURCE}:ro",
+        "--volume",
+        f"{root / 'reports'}:{CONTAINER_OUT}/reports",
+        "--volume",
+        f"{root / '.cache' / f'container-{image.target.name}'}:{CONTAINER_OUT}/cache",
+    ]
+    return [*flags, "--gpus", "all"] if gpu else flags
+
+
+def harness_command(image: Image, root: Path, harness_args: list[str], gpu: bool) -> list[str]:
+    """The harness in the image, writing its reports to the host's reports/."""
+    return [
+        *container_flags(image, root, gpu),
+        image.tag,
+        *harness_args,
+        "--reports",
+        f"{CONTAINER_OUT}/reports",
+        "--cache",
+        f"{CONTAINER_OUT}/cache",
+    ]
+
+
+def prepare_mounts(image: Image, root: Path) -> None:
+    """The image's user is not root: make the writable mounts writable for it."""
+    for folder in (root / "reports", root / ".cache" / f"container-{image.target.name}"):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o777)
+
+
+def host_has_gpu() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def make_base(name: str, mirror: str = "http://deb.debian.org/debian") -> bool:
+    """Make `debian:<suite>[-slim]` locally from a debootstrap root filesystem; True if made.
+
+    For machines that reach Debian's package archive but no image registry. The image gets the
+    name users would pull, so the Dockerfile stays the same everywhere.
+    """
+    if exists(name):
+        return False
+    repository, _, version = name.partition(":")
+    suite = version.removesuffix("-slim")
+    if repository != "debian" or not suite.isalpha():
+        raise ImageError(f"can only make debian:<suite>[-slim] locally, not {name!r}")
+    if shutil.which("debootstrap") is None:
+        raise ImageError("debootstrap is not installed (apt-get install debootstrap)")
+    with tempfile.TemporaryDirectory() as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        debootstrap = ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror]
+        if subprocess.run(debootstrap, capture_output=True).returncode != 0:
+            raise ImageError(f"debootstrap {suite} from {mirror} failed")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run(["docker", "import", "-", name], stdin=tar.stdout)
+        tar.wait()
+    if imported.returncode != 0 or tar.returncode != 0:
+        raise ImageError(f"docker import of the {suite} root filesystem as {name} failed")
+    return True
