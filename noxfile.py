@@ -89,10 +89,11 @@ def _test_session(target: Target):
                 images.build(image, ROOT)
             except images.ImageError as error:
                 session.error(str(error))
-            images.prepare_mounts(image, ROOT)
+            mounts = images.Mounts.for_project(ROOT, image)
+            mounts.prepare()
             gpu = images.host_has_gpu()
             session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
-            command = images.harness_command(image, ROOT, ["test", target.name, *args], gpu)
+            command = images.harness_command(image, mounts, ["test", target.name, *args], gpu)
             session.run(*command, external=True)
             return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)

@@ -112,7 +112,26 @@ def build(image: Image, root: Path) -> bool:
     return True
 
 
-def container_flags(image: Image, root: Path, gpu: bool) -> list[str]:
+@dataclass(frozen=True)
+class Mounts:
+    """Where a container's read-only sources and writable reports and cache live on the host."""
+
+    source: Path
+    reports: Path
+    cache: Path
+
+    @classmethod
+    def for_project(cls, root: Path, image: Image) -> Mounts:
+        return cls(root, root / "reports", root / ".cache" / f"container-{image.target.name}")
+
+    def prepare(self) -> None:
+        """The image's user is not root: make the writable mounts writable for it."""
+        for folder in (self.reports, self.cache):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o777)
+
+
+def container_flags(mounts: Mounts, gpu: bool) -> list[str]:
     """`docker run` and its flags: sources read-only, no network, reports and cache writable."""
     flags = [
         "docker",
@@ -121,19 +140,19 @@ def container_flags(image: Image, root: Path, gpu: bool) -> list[str]:
         "--network",
         "none",
         "--volume",
-        f"{root}:{CONTAINER_SOURCE}:ro",
+        f"{mounts.source}:{CONTAINER_SOURCE}:ro",
         "--volume",
-        f"{root / 'reports'}:{CONTAINER_OUT}/reports",
+        f"{mounts.reports}:{CONTAINER_OUT}/reports",
         "--volume",
-        f"{root / '.cache' / f'container-{image.target.name}'}:{CONTAINER_OUT}/cache",
+        f"{mounts.cache}:{CONTAINER_OUT}/cache",
     ]
     return [*flags, "--gpus", "all"] if gpu else flags
 
 
-def harness_command(image: Image, root: Path, harness_args: list[str], gpu: bool) -> list[str]:
-    """The harness in the image, writing its reports to the host's reports/."""
+def harness_command(image: Image, mounts: Mounts, harness_args: list[str], gpu: bool) -> list[str]:
+    """The harness in the image, writing its reports to the host through the mounts."""
     return [
-        *container_flags(image, root, gpu),
+        *container_flags(mounts, gpu),
         image.tag,
         *harness_args,
         "--reports",
@@ -141,13 +160,6 @@ def harness_command(image: Image, root: Path, harness_args: list[str], gpu: bool
         "--cache",
         f"{CONTAINER_OUT}/cache",
     ]
-
-
-def prepare_mounts(image: Image, root: Path) -> None:
-    """The image's user is not root: make the writable mounts writable for it."""
-    for folder in (root / "reports", root / ".cache" / f"container-{image.target.name}"):
-        folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o777)
 
 
 def host_has_gpu() -> bool:

@@ -1,0 +1,173 @@
+"""Images per target, the job matrix, and (where a docker engine answers) a real build and run.
+
+The docker tests are skipped only where no engine answers; CI starts one (.ci/run), so there
+they build an image for real, compile every kernel inside it and compare with the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from harness import images
+from harness.device import NoDevice
+from harness.run import RunOptions, run_target
+from tests.conftest import ROOT
+
+NEW_TARGET = """  sm_120a:
+    sass: sm_120a
+    ptx: false
+    toolkit: "13.0"
+    session: sm120
+    image: cuda-matrix-sm120
+    runner_labels: [self-hosted, linux, x64, gpu-sm120]
+"""
+
+
+def test_the_tag_follows_the_build_inputs(matrix, tmp_path, monkeypatch):
+    for relative in images.CONTEXT_FILES:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / relative, tmp_path / relative)
+    target = matrix.targets["sm_90a"]
+    tag = images.image_for(target, tmp_path).tag
+    assert tag.startswith("cuda-matrix-sm90:")
+    assert images.image_for(target, tmp_path).tag == tag  # stable
+    assert (
+        images.image_for(matrix.targets["sm_80"], tmp_path).tag.split(":")[1] != tag.split(":")[1]
+    )
+    (tmp_path / "requirements.txt").write_text("numpy==2.4.6\n")
+    assert images.image_for(target, tmp_path).tag != tag
+    monkeypatch.setenv("MATRIX_CA_BUNDLE", str(tmp_path / "requirements.txt"))
+    assert images.image_for(target, tmp_path).tag != images.image_for(target, ROOT).tag
+
+
+def _nox(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "nox", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def test_a_new_target_in_matrix_yaml_brings_its_sessions_and_jobs(tmp_path):
+    for name in ("noxfile.py", "matrix.yaml", "requirements.txt", "requirements-test.txt"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "harness", tmp_path / "harness")
+    text = (tmp_path / "matrix.yaml").read_text()
+    (tmp_path / "matrix.yaml").write_text(text.replace("\ntiming:", NEW_TARGET + "\ntiming:", 1))
+    listed = _nox("-l", "--json", "-s", "build-sm120", "test-sm120", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert {s["session"] for s in json.loads(listed.stdout)} == {"build-sm120", "test-sm120"}
+    planned = _nox("-s", "gha-matrix", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    jobs = {job["target"]: job for job in json.loads(planned.stdout)["include"]}
+    assert set(jobs) == {"sm_80", "sm_90a", "sm_100a", "sm_120a"}
+    assert jobs["sm_120a"]["runner"] == ["self-hosted", "linux", "x64", "gpu-sm120"]
+    assert jobs["sm_120a"]["session"] == "sm120"
+
+
+def test_the_workflow_takes_its_jobs_from_the_plan():
+    workflow = (ROOT / ".github" / "workflows" / "matrix.yml").read_text()
+    assert "nox --non-interactive -s gha-matrix" in workflow
+    assert "runs-on: ${{ matrix.runner }}" in workflow
+    assert "pull_request_target" not in workflow
+    for line in workflow.splitlines():
+        if "uses:" in line:  # every action pinned by a full commit SHA
+            reference = line.split("uses:")[1].split("#")[0].strip()
+            assert len(reference.split("@")[1]) == 40, line
+
+
+ENGINE = images.engine_problem()
+if ENGINE and os.environ.get("MATRIX_REQUIRE_DOCKER"):  # CI: an engine must be there
+    raise RuntimeError(f"MATRIX_REQUIRE_DOCKER is set, but {ENGINE}")
+needs_docker = pytest.mark.skipif(ENGINE is not None, reason=f"no-docker: {ENGINE}")
+
+
+@pytest.fixture(scope="module")
+def built(matrix):
+    """The sm_90a image, built for real; (image, built_now, built_again)."""
+    image = images.image_for(matrix.targets["sm_90a"], ROOT)
+    images.make_base(image.build_args["BASE_IMAGE"])
+    first = images.build(image, ROOT)
+    second = images.build(image, ROOT)
+    return image, first, second
+
+
+@needs_docker
+def test_a_second_build_is_a_no_op(built):
+    image, _, second = built
+    assert second is False
+    labels = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image.tag],
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(labels.stdout)["org.cuda-matrix.target"] == "sm_90a"
+
+
+def _probe(image, mounts, code):
+    command = images.container_flags(mounts, gpu=False)
+    return subprocess.run(
+        [*command, "--entrypoint", "python", image.tag, "-c", code], capture_output=True, text=True
+    )
+
+
+@needs_docker
+def test_the_container_is_not_root_has_no_network_and_cannot_write_sources(built, tmp_path):
+    image, _, _ = built
+    mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
+    mounts.prepare()
+    user = _probe(image, mounts, "import os; print(os.getuid())")
+    assert user.returncode == 0 and user.stdout.strip() != "0", user
+    interfaces = _probe(image, mounts, "import os; print(sorted(os.listdir('/sys/class/net')))")
+    assert interfaces.stdout.strip() == "['lo']", interfaces  # loopback only: no network
+    network = _probe(
+        image, mounts, "import socket; socket.create_connection(('pypi.org', 443), timeout=5)"
+    )
+    assert network.returncode != 0 and "socket.gaierror" in network.stderr, network
+    write = _probe(image, mounts, "open('/src/written-by-container', 'w')")
+    assert write.returncode != 0 and "Read-only file system" in write.stderr, write
+
+
+@needs_docker
+def test_compiling_in_the_image_gives_the_host_s_compile_cells(matrix, toolchain, built, tmp_path):
+    image, _, _ = built
+    mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
+    mounts.prepare()
+    command = images.harness_command(image, mounts, ["compile", "sm_90a"], gpu=False)
+    inside = subprocess.run(command, capture_output=True, text=True)
+    assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
+    in_container = json.loads((mounts.reports / "compile-sm_90a.json").read_text())
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        tmp_path / "host-reports",
+        tmp_path / "host-cache",
+        execute=False,
+    )
+    on_host = run_target(matrix, options, toolchain, NoDevice("compile only"))
+
+    def cells(found):
+        return {
+            (c["classname"], c["name"]): (
+                c["outcome"],
+                c["properties"].get("registers"),
+                c["properties"].get("spill_bytes"),
+            )
+            for c in found
+        }
+
+    host = cells(
+        {
+            "classname": c.classname,
+            "name": c.name,
+            "outcome": c.outcome.value,
+            "properties": c.properties,
+        }
+        for c in on_host.cells
+    )
+    assert cells(in_container["cells"]) == host
+    assert all(outcome == "passed" for outcome, _, _ in host.values())
