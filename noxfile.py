@@ -6,6 +6,7 @@ so a new target there is new sessions here with no edit.
     nox -s compile        compile every target on this machine, run nothing
     nox -s base-image     make the Debian base image locally, where no registry serves one
     nox -s gha-matrix     the GitHub Actions job matrix, as JSON
+    nox -s report         merge reports: merged.xml, summary.md, dashboard.html, history
     nox -s tests          the project's own test suite
     nox -s lint           ruff
 
@@ -140,6 +141,13 @@ def gha_matrix(session: nox.Session) -> None:
         for t in MATRIX.targets.values()
     ]
     print(json.dumps({"include": include}))
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Merge reports/junit-*.xml into merged.xml, summary.md and dashboard.html; keep history."""
+    _install(session, "-r", "requirements.txt")
+    session.run("python", "-m", "harness", "report", *session.posargs)
 
 
 @nox.session

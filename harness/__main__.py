@@ -39,7 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
     build = commands.add_parser("compile", parents=[common], help="compile, run nothing")
     build.add_argument("targets", nargs="*", help="default: every target")
+    report = commands.add_parser("report", help="merge reports; summary, dashboard, history")
+    report.add_argument("files", nargs="*", type=Path, help="default: reports/junit-*.xml")
+    report.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    report.add_argument("--out", type=Path, default=ROOT / "reports")
+    report.add_argument("--db", type=Path, default=ROOT / "reports" / "history.sqlite")
+    report.add_argument("--commit", default="", help="default: git rev-parse HEAD")
+    report.add_argument("--baseline", help="a stored commit to compare medians with")
+    report.add_argument("--max-slowdown", type=float, help="fail when SLOWER by more (%%)")
+    report.add_argument("--strict", action="store_true", help="fail when a kernel never ran")
     args = parser.parse_args(argv)
+    if args.command == "report":
+        return _report(args)
 
     try:
         matrix = load_matrix(args.matrix)
@@ -82,6 +93,34 @@ def main(argv: list[str] | None = None) -> int:
         _print_summary(matrix, result)
         ok &= result.ok
     return 0 if ok else 1
+
+
+def _report(args) -> int:
+    from harness.publish import PublishOptions, current_commit, publish
+
+    try:
+        matrix = load_matrix(args.matrix)
+    except MatrixError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    files = args.files or sorted((ROOT / "reports").glob("junit-*.xml"))
+    options = PublishOptions(
+        reports=files,
+        expected_targets=list(matrix.targets),
+        out=args.out,
+        database=args.db,
+        commit=args.commit or current_commit(ROOT),
+        baseline=args.baseline,
+        max_slowdown_pct=args.max_slowdown,
+        strict=args.strict,
+    )
+    published = publish(options)
+    print(published.files[1].read_text())
+    for path in published.files:
+        print(f"wrote {path}")
+    for failure in published.failures:
+        print(f"error: {failure}", file=sys.stderr)
+    return 1 if published.failures else 0
 
 
 def _print_summary(matrix: Matrix, result: RunResult) -> None:

@@ -23,7 +23,7 @@ from harness.matrix import Target
 from harness.toolchain import Toolchain
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
-TIMEOUT_S = 600
+TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
@@ -112,9 +112,10 @@ def _read_entry(binary: Path, record: Path) -> dict | None:
 
 
 class Compiler:
-    def __init__(self, toolchain: Toolchain, cache_dir: Path):
+    def __init__(self, toolchain: Toolchain, cache_dir: Path, timeout_s: float = TIMEOUT_S):
         self.toolchain = toolchain
         self.cache_dir = Path(cache_dir)
+        self.timeout_s = timeout_s
 
     def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
         return (
@@ -150,14 +151,14 @@ class Compiler:
         started = time.monotonic()
         try:
             result = subprocess.run(
-                command, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=kernel.folder
+                command, capture_output=True, text=True, timeout=self.timeout_s, cwd=kernel.folder
             )
             log = (result.stdout + result.stderr).strip()
             failed = result.returncode != 0
             if failed:
                 log += f"\nnvcc exited with status {result.returncode}"
         except subprocess.TimeoutExpired:
-            failed, log = True, f"timeout: nvcc ran past {TIMEOUT_S} s"
+            failed, log = True, f"timeout: nvcc ran past {self.timeout_s:g} s and was killed"
         except OSError as error:
             failed, log = True, f"cannot run {command[0]}: {error.strerror}"
         seconds = time.monotonic() - started

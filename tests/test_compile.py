@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
 from harness.compile import Compiler, cache_key, parse_ptxas
 from harness.kernels import discover
 from harness.toolchain import ToolchainError, find_toolchain
+from tests.conftest import PLANTED, ROOT
 
 
 @pytest.fixture
@@ -93,3 +96,51 @@ def test_nvcc_can_be_named_and_a_missing_one_is_explained(tmp_path, monkeypatch)
     monkeypatch.setattr("harness.toolchain._wheel_nvcc", lambda: None)
     with pytest.raises(ToolchainError, match=r"no nvcc found.*set NVCC="):
         find_toolchain({"CUDA_HOME": str(tmp_path), "PATH": os.devnull})
+
+
+def _fake_nvcc(folder, body):
+    """An executable that answers --version like nvcc 13.0 and otherwise runs `body`."""
+    fake = folder / "nvcc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then echo "release 13.0, V13.0.88"; exit 0; fi\n' + body
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return find_toolchain({"NVCC": str(fake)})
+
+
+def test_a_hanging_nvcc_times_out_in_its_own_cell(matrix, add_one, tmp_path):
+    hung = _fake_nvcc(tmp_path, "sleep 60\n")
+    compiler = Compiler(hung, tmp_path / "cache", timeout_s=1)
+    result = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert not result.ok and "timeout: nvcc ran past 1 s" in result.log
+
+
+def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):
+    crashing = _fake_nvcc(tmp_path, "echo 'internal compiler error' >&2; exit 134\n")
+    result = Compiler(crashing, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    assert not result.ok
+    assert "internal compiler error" in result.log and "status 134" in result.log
+
+
+def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
+    script = (
+        "import sys; from pathlib import Path; from harness.compile import Compiler; "
+        "from harness.kernels import discover; from harness.matrix import load_matrix; "
+        "from harness.toolchain import find_toolchain; "
+        f"k = {{k.name: k for k in discover(Path({str(PLANTED)!r}))}}['add_one']; "
+        "m = load_matrix(Path('matrix.yaml')); "
+        f"r = Compiler(find_toolchain(), Path({str(tmp_path / 'shared')!r}))"
+        ".compile(k, m.targets['sm_90a']); "
+        "print(r.ok, r.binary.stat().st_size)"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        for _ in range(3)
+    ]
+    outputs = [run.communicate(timeout=300)[0].split() for run in runs]
+    assert all(out[0] == "True" for out in outputs), outputs
+    assert len({out[1] for out in outputs}) == 1  # the same complete binary for each
+    assert not list((tmp_path / "shared").rglob("*.tmp"))  # no half-written leftovers

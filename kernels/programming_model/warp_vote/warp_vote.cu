@@ -23,7 +23,11 @@
 // real elements, and the ballot's bits k..31 are 0 because those lanes are not in the mask.
 // (Padding them to vote false would make "all" false for every partial group.) Only the lanes in
 // the mask execute the vote, as the *_sync contract requires. Groups wholly past n are skipped
-// by the whole warp (a warp-uniform branch) and write nothing. Lane 0 is in every voting group.
+// by the whole warp (a warp-uniform branch) and write nothing. Lane 0 is in every voting group,
+// so the lane that stores a partial group's answers (lane k, maybe outside its mask) takes them
+// from lane 0 with __shfl_sync once the warp has reconverged. Only the warp holding x's end needs
+// any of this; every other warp has 8 whole groups and takes a lean full-mask branch, which keeps
+// the instruction count low enough not to limit the memory stream.
 //
 // Launch: grid = ceil(n / (kThreads * kGroups)), block = kThreads (a multiple of 32).
 

@@ -1,0 +1,84 @@
+"""The merged matrix as markdown, fit for $GITHUB_STEP_SUMMARY: what broke first, then the grid.
+
+A skipped cell never reads as green: it shows its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness.history import Verdict
+from harness.merge import MergedCell, ReportSet
+
+MARK = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error"}
+
+
+def _case(cell: MergedCell) -> str:
+    return re.sub(r"\[[^\]]*\]$", "", cell.name)
+
+
+def _shown(cell: MergedCell) -> str:
+    if cell.outcome == "skipped":
+        return f"⏭️ {cell.skip_reason or 'skipped'}"
+    text = MARK.get(cell.outcome, cell.outcome)
+    if cell.median_us is not None:
+        text += f" {cell.median_us:.1f} µs"
+    return text
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+
+
+def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
+    counts = Counter(cell.outcome for cell in report_set.cells)
+    reasons = Counter(cell.skip_reason for cell in report_set.cells if cell.skip_reason)
+    head = ", ".join(f"{counts.get(o, 0)} {o}" for o in ("passed", "failed", "error", "skipped"))
+    if reasons:
+        head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
+    lines = [f"# CUDA matrix: {head}", ""]
+    for problem in report_set.problems:
+        lines.append(f"- ⚠️ unreadable input: {_escape(problem)}")
+    for target in report_set.missing_targets:
+        lines.append(f"- ⚠️ target `{target}`: MISSING, no report was given for it")
+    for kernel in report_set.never_ran():
+        lines.append(f"- ⚠️ `{kernel}` never ran: its run cells were skipped everywhere")
+    slower = [v for v in verdicts if v.judgement == "SLOWER"]
+    if verdicts:
+        judged = Counter(v.judgement for v in verdicts)
+        lines.append(
+            "- against the baseline: "
+            + ", ".join(f"{judged.get(j, 0)} {j}" for j in ("SAME", "FASTER", "SLOWER"))
+        )
+    broken = [c for c in report_set.cells if c.outcome in ("failed", "error")]
+    if broken:
+        lines += ["", "## Failures", ""]
+        for cell in broken:
+            lines.append(
+                f"- {MARK[cell.outcome]} `{cell.classname}` `{cell.name}` on {cell.runner}: "
+                f"{_escape(cell.message)}"
+            )
+    if slower:
+        lines += ["", "## Slower than the baseline", ""]
+        for verdict in sorted(slower, key=lambda v: -v.ratio):
+            cell = verdict.cell
+            lines.append(
+                f"- `{cell.classname}` `{cell.name}` on {cell.runner}: "
+                f"{verdict.baseline_us:.1f} → {cell.median_us:.1f} µs "
+                f"(ratio {verdict.ratio:.3f}, noise allowance {verdict.tolerance_pct:.1f} %)"
+            )
+    columns = sorted({cell.column for cell in report_set.cells})
+    columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
+    chapters: dict[str, dict[tuple[str, str], dict[str, MergedCell]]] = {}
+    for cell in report_set.cells:
+        rows = chapters.setdefault(cell.chapter, {})
+        rows.setdefault((cell.kernel, _case(cell)), {})[cell.column] = cell
+    for chapter in sorted(chapters):
+        lines += ["", f"## {chapter}", ""]
+        lines.append("| kernel | case | " + " | ".join(columns) + " |")
+        lines.append("|---|---|" + "---|" * len(columns))
+        for (kernel, case), by_column in sorted(chapters[chapter].items()):
+            shown = [_shown(by_column[c]) if c in by_column else "—" for c in columns]
+            lines.append(f"| {kernel} | {case} | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + "\n"
