@@ -76,11 +76,11 @@ def _case(cell: MergedCell) -> str:
 
 def _status(report_set: ReportSet) -> str:
     counts = Counter(cell.outcome for cell in report_set.cells)
-    bad = counts["failed"] + counts["error"]
+    bad = [f"{counts[o]} {o}" for o in ("failed", "error") if counts[o]]
     if bad or report_set.problems or report_set.missing_targets or not report_set.cells:
         reasons = []
         if bad:
-            reasons.append(f"{bad} failed/error")
+            reasons.extend(bad)
         if report_set.missing_targets:
             reasons.append(f"{len(report_set.missing_targets)} target(s) missing")
         if report_set.problems:
@@ -95,11 +95,14 @@ def _status(report_set: ReportSet) -> str:
 
 def _header(report_set: ReportSet) -> str:
     outcomes = Counter(cell.outcome for cell in report_set.cells)
-    reasons = Counter(c.skip_reason or "unknown" for c in report_set.cells if c.outcome == "skipped")
+    reasons = Counter(
+        c.skip_reason or "unknown" for c in report_set.cells if c.outcome == "skipped"
+    )
     chips = [f'<span class="chip total">{len(report_set.cells)} cells</span>']
     for outcome in (*OUTCOMES, *sorted(set(outcomes) - set(OUTCOMES))):
+        zero = "" if outcomes[outcome] else " zero"
         chips.append(
-            f'<span class="chip outcome-{_slug(outcome)}" data-count="{_e(outcome)}">'
+            f'<span class="chip outcome-{_slug(outcome)}{zero}" data-count="{_e(outcome)}">'
             f"{_e(outcome)} <b>{outcomes[outcome]}</b></span>"
         )
     for reason, count in sorted(reasons.items()):
@@ -141,7 +144,9 @@ def _filters(report_set: ReportSet, columns: list[_Column]) -> str:
     outcome_options += [(f"skipped:{r}", f"skipped: {r}") for r in reasons]
     return "\n".join(
         [
-            _select("filter-chapter", "chapter", [("", "all chapters")] + [(c, c) for c in chapters]),
+            _select(
+                "filter-chapter", "chapter", [("", "all chapters")] + [(c, c) for c in chapters]
+            ),
             _select("filter-target", "target", [("", "all targets")] + [(t, t) for t in targets]),
             _select("filter-outcome", "outcome", outcome_options),
             '<span id="visible-count"></span>',
@@ -207,13 +212,12 @@ def _column_head(column: _Column) -> str:
             f'<th class="col missing" data-target="{target}">{target}'
             '<div class="sub">MISSING: no report</div></th>'
         )
-    ran = column.counts["passed"] + column.counts["failed"]
-    total = sum(column.counts.values())
     devices = ", ".join(sorted(column.devices))
+    counts = ", ".join(f"{column.counts[o]} {o}" for o in sorted(column.counts, key=_outcome_order))
     return (
         f'<th class="col" data-target="{target}">{target}'
         f'<div class="sub">{_e(column.runner)} · {_e(devices)}</div>'
-        f'<div class="sub">{column.counts["passed"]}/{total} passed, {ran} ran</div></th>'
+        f'<div class="sub">{_e(counts)}</div></th>'
     )
 
 
@@ -222,7 +226,7 @@ def _slot(cells: list[MergedCell], column: _Column, indices: list[int]) -> str:
     if column.missing:
         return f'<td class="slot missing" data-target="{target}"><div>MISSING</div></td>'
     if not indices:
-        return f'<td class="slot absent" data-target="{target}"><div>–</div></td>'
+        return f'<td class="slot absent" data-target="{target}"><div>&ndash;</div></td>'
     inner = "".join(_cell(i, cells[i]) for i in indices)
     return f'<td class="slot" data-target="{target}">{inner}</td>'
 

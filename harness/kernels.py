@@ -45,7 +45,8 @@ class BrokenKernel:
 
 def discover(root: Path) -> list[Kernel | BrokenKernel]:
     """Every `<root>/<chapter>/<kernel>/spec.py`, sorted by chapter then kernel."""
-    return [load_kernel(spec_file) for spec_file in sorted(Path(root).glob("*/*/spec.py"))]
+    root = Path(root).resolve()  # nvcc runs in each kernel's folder: paths must be absolute
+    return [load_kernel(spec_file) for spec_file in sorted(root.glob("*/*/spec.py"))]
 
 
 def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:

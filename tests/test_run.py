@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -107,8 +108,9 @@ def test_compile_only_writes_compile_cells(matrix, toolchain, planted, tmp_path)
 
 
 def _cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the harness, from any working directory
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=cwd, env=env
     )
 
 
@@ -144,3 +146,22 @@ def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, tmp_pa
     assert partial.files.xml.name == "partial-junit-sm_90a.xml"
     assert {c.classname for c in partial.cells} == {"planted.add_one"}
     assert full.files.xml.read_text() == kept
+
+
+def test_kernel_trees_may_be_named_relative_to_the_working_directory(planted, tmp_path):
+    relative = planted.relative_to(tmp_path)
+    compiled = _cli(
+        "compile",
+        "sm_90a",
+        "-k",
+        "add_one",
+        "--kernels",
+        str(relative),
+        "--reports",
+        "r",
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        cwd=tmp_path,
+    )
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    assert "PASSED   planted.add_one::compile[sm_90a]" in compiled.stdout

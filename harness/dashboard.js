@@ -1,0 +1,181 @@
+// Filters and the details panel. Every string from the reports goes in through textContent.
+"use strict";
+(function () {
+  const CELLS = JSON.parse(document.getElementById("cells-data").textContent);
+  const SVG = "http://www.w3.org/2000/svg";
+  const $ = (id) => document.getElementById(id);
+  const filters = { chapter: $("filter-chapter"), target: $("filter-target"), outcome: $("filter-outcome") };
+  const PROPERTY_ORDER = [
+    "time_median_us", "time_p10_us", "time_p90_us", "noise_pct", "samples", "gbytes_per_s",
+    "tflops", "roofline_pct", "sm_clock_mhz", "registers", "smem_bytes", "spill_bytes",
+    "binary", "embedded", "target", "device", "cc", "driver", "toolkit", "seed",
+  ];
+
+  function outcomeMatches(el, wanted) {
+    if (!wanted) return true;
+    const outcome = el.dataset.outcome;
+    if (wanted === "not-passed") return outcome !== "passed";
+    if (wanted.startsWith("skipped:")) {
+      return outcome === "skipped" && el.dataset.skipReason === wanted.slice(8);
+    }
+    return outcome === wanted;
+  }
+
+  function applyFilters() {
+    const chapter = filters.chapter.value, target = filters.target.value;
+    const outcome = filters.outcome.value;
+    document.querySelectorAll("#grid [data-target]").forEach((el) => {
+      if (!el.classList.contains("cell")) el.classList.toggle("col-hidden", !!target && el.dataset.target !== target);
+    });
+    let shown = 0;
+    document.querySelectorAll("#grid .cell").forEach((el) => {
+      const visible = (!chapter || el.dataset.chapter === chapter) &&
+        (!target || el.dataset.target === target) && outcomeMatches(el, outcome);
+      el.classList.toggle("filtered", !visible);
+      if (visible) shown += 1;
+    });
+    const filtering = !!(chapter || outcome);
+    const kernelsShown = new Set(), chaptersShown = new Set();
+    document.querySelectorAll("#grid tr.case-row").forEach((row) => {
+      const anyCell = row.querySelector(".cell:not(.filtered)") !== null;
+      const hide = (chapter && row.dataset.chapter !== chapter) || (filtering && !anyCell);
+      row.classList.toggle("filtered", !!hide);
+      if (!hide) { kernelsShown.add(row.dataset.kernel); chaptersShown.add(row.dataset.chapter); }
+    });
+    document.querySelectorAll("#grid tr.kernel-row").forEach((row) => {
+      row.classList.toggle("filtered", !kernelsShown.has(row.dataset.kernel));
+    });
+    document.querySelectorAll("#grid tr.chapter-row").forEach((row) => {
+      row.classList.toggle("filtered", !chaptersShown.has(row.dataset.chapter));
+    });
+    $("visible-count").textContent = `showing ${shown} of ${CELLS.length} cells`;
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, v));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function svg(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, String(v)));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  const fmt = (v) => (v >= 100 ? v.toFixed(1) : v >= 10 ? v.toFixed(2) : v.toFixed(3));
+
+  function histogram(samples, props) {
+    const values = samples.filter((v) => typeof v === "number").sort((a, b) => a - b);
+    if (!values.length) return el("p", { class: "none" }, "no timing samples (the cell did not run)");
+    const W = 440, H = 140, pad = 22, top = 26;
+    const q = (p) => values[Math.min(values.length - 1, Math.floor(p * (values.length - 1)))];
+    // Clip the long tail (a preempted launch) so the body of the distribution stays readable.
+    const spread = Math.max(q(0.9) - q(0.1), 0.01 * q(0.5));
+    let lo = values[0], hi = Math.min(values[values.length - 1], q(0.5) + 6 * spread);
+    const shown = values.filter((v) => v <= hi), clipped = values.length - shown.length;
+    if (hi === lo) { lo -= 0.5; hi += 0.5; }
+    const bins = Math.min(40, Math.max(5, Math.ceil(Math.sqrt(shown.length))));
+    const counts = new Array(bins).fill(0);
+    shown.forEach((v) => { counts[Math.min(bins - 1, Math.floor(((v - lo) / (hi - lo)) * bins))] += 1; });
+    const peak = Math.max(...counts), bw = (W - 2 * pad) / bins;
+    const x = (v) => pad + ((v - lo) / (hi - lo)) * (W - 2 * pad);
+    const root = svg("svg", { id: "details-hist", width: W, height: H, viewBox: `0 0 ${W} ${H}` });
+    counts.forEach((c, i) => {
+      const h = (c / peak) * (H - top - pad);
+      const bar = svg("rect", { x: pad + i * bw + 0.5, y: H - pad - h, width: Math.max(1, bw - 1), height: h, fill: "#5c8fc7" });
+      bar.appendChild(svg("title", {}, `${c} samples in [${fmt(lo + (i * (hi - lo)) / bins)}, ${fmt(lo + ((i + 1) * (hi - lo)) / bins)}) µs`));
+      root.appendChild(bar);
+    });
+    [["time_p10_us", "#8a949e"], ["time_p90_us", "#8a949e"], ["time_median_us", "#c62828"]].forEach(([key, colour]) => {
+      const v = parseFloat(props[key]);
+      if (!Number.isFinite(v) || v < lo || v > hi) return;
+      const median = key === "time_median_us";
+      root.appendChild(svg("line", { x1: x(v), x2: x(v), y1: top - 4, y2: H - pad, stroke: colour, "stroke-width": median ? 2 : 1, "stroke-dasharray": median ? "" : "3 2" }));
+    });
+    const legend = `median ${props.time_median_us || "?"} µs (red), p10 ${props.time_p10_us || "?"} / p90 ${props.time_p90_us || "?"} (dashed)`;
+    root.appendChild(svg("text", { x: pad, y: 12 }, legend));
+    root.appendChild(svg("line", { x1: pad, x2: W - pad, y1: H - pad, y2: H - pad, stroke: "#8a949e" }));
+    root.appendChild(svg("text", { x: pad, y: H - 6 }, `${fmt(lo)} µs`));
+    root.appendChild(svg("text", { x: W - pad, y: H - 6, "text-anchor": "end" }, `${fmt(hi)} µs`));
+    const note = clipped ? `${values.length} samples; ${clipped} above, up to ${fmt(values[values.length - 1])} µs` : `${values.length} samples`;
+    root.appendChild(svg("text", { x: W / 2, y: H - 6, "text-anchor": "middle" }, note));
+    return root;
+  }
+
+  function sparkline(trend, current) {
+    const points = trend.filter((p) => typeof p[1] === "number");
+    if (!points.length) return el("p", { class: "none" }, "no stored history for this cell");
+    const W = 440, H = 110, left = 70, right = 16, top = 14, bottom = 22;
+    const values = points.map((p) => p[1]).concat(Number.isFinite(current) ? [current] : []);
+    let lo = Math.min(...values), hi = Math.max(...values);
+    if (hi === lo) { lo -= 0.5; hi += 0.5; }
+    const x = (i) => (points.length === 1 ? (left + W - right) / 2 : left + (i / (points.length - 1)) * (W - left - right));
+    const y = (v) => H - bottom - ((v - lo) / (hi - lo)) * (H - top - bottom);
+    const root = svg("svg", { id: "details-trend-svg", width: W, height: H, viewBox: `0 0 ${W} ${H}` });
+    root.appendChild(svg("text", { x: left - 6, y: y(hi) + 4, "text-anchor": "end" }, `${fmt(hi)} µs`));
+    root.appendChild(svg("text", { x: left - 6, y: y(lo) + 4, "text-anchor": "end" }, `${fmt(lo)} µs`));
+    if (Number.isFinite(current)) {
+      root.appendChild(svg("line", { x1: left, x2: W - right, y1: y(current), y2: y(current), stroke: "#c62828", "stroke-dasharray": "4 3" }));
+    }
+    root.appendChild(svg("polyline", { points: points.map((p, i) => `${x(i)},${y(p[1])}`).join(" "), fill: "none", stroke: "#1565c0", "stroke-width": 2 }));
+    points.forEach((p, i) => {
+      const dot = svg("circle", { cx: x(i), cy: y(p[1]), r: 3, fill: "#1565c0" });
+      dot.appendChild(svg("title", {}, `${p[0]}: ${fmt(p[1])} µs`));
+      root.appendChild(dot);
+    });
+    root.appendChild(svg("text", { x: left, y: H - 6 }, points[0][0]));
+    if (points.length > 1) root.appendChild(svg("text", { x: W - right, y: H - 6, "text-anchor": "end" }, points[points.length - 1][0]));
+    const wrap = el("div");
+    wrap.appendChild(root);
+    const caption = `${points.length} stored run(s), oldest first` + (Number.isFinite(current) ? `; red dashed: this run, ${fmt(current)} µs` : "");
+    wrap.appendChild(el("div", { class: "caption" }, caption));
+    return wrap;
+  }
+
+  function showDetails(index) {
+    const cell = CELLS[index], panel = $("details"), props = cell.properties || {};
+    document.querySelectorAll("#grid .cell.selected").forEach((n) => n.classList.remove("selected"));
+    document.querySelector(`#grid .cell[data-index="${index}"]`).classList.add("selected");
+    panel.replaceChildren();
+    panel.dataset.index = index;
+    panel.appendChild(el("h2", { id: "details-title" }, `${cell.classname} ${cell.name}`));
+    panel.appendChild(el("div", { class: "where" }, `${cell.column} on ${cell.device}`));
+    const label = cell.outcome === "skipped" && cell.skip_reason ? `skipped: ${cell.skip_reason}` : cell.outcome;
+    const reason = cell.skip_reason ? ` reason-${cell.skip_reason}` : "";
+    panel.appendChild(el("div", { id: "details-outcome", class: `badge outcome-${cell.outcome}${reason}` }, label));
+    panel.appendChild(el("h3", {}, "message"));
+    panel.appendChild(cell.message ? el("pre", { id: "details-message" }, cell.message) : el("p", { id: "details-message", class: "none" }, "(no message)"));
+    panel.appendChild(el("h3", {}, "properties"));
+    const table = el("table", { id: "details-props" });
+    const keys = Object.keys(props);
+    keys.sort((a, b) => {
+      const ia = PROPERTY_ORDER.indexOf(a), ib = PROPERTY_ORDER.indexOf(b);
+      return (ia < 0 ? 999 : ia) - (ib < 0 ? 999 : ib) || a.localeCompare(b);
+    });
+    keys.forEach((k) => {
+      const row = el("tr", { "data-key": k });
+      row.appendChild(el("th", {}, k));
+      row.appendChild(el("td", {}, props[k]));
+      table.appendChild(row);
+    });
+    panel.appendChild(keys.length ? table : el("p", { class: "none" }, "(no properties)"));
+    panel.appendChild(el("h3", {}, "timing distribution"));
+    panel.appendChild(histogram(cell.samples_us || [], props));
+    panel.appendChild(el("h3", {}, "trend"));
+    const trendBox = el("div", { id: "details-trend" });
+    trendBox.appendChild(sparkline(cell.trend || [], parseFloat(props.time_median_us)));
+    panel.appendChild(trendBox);
+    panel.appendChild(el("h3", {}, "log"));
+    panel.appendChild(cell.detail ? el("pre", { id: "details-log" }, cell.detail) : el("p", { id: "details-log", class: "none" }, "(no nvcc log or traceback)"));
+  }
+
+  Object.values(filters).forEach((f) => f.addEventListener("change", applyFilters));
+  document.querySelectorAll("#grid .cell").forEach((node) => {
+    node.addEventListener("click", () => showDetails(Number(node.dataset.index)));
+    node.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); showDetails(Number(node.dataset.index)); } });
+  });
+  applyFilters();
+})();

@@ -1,0 +1,236 @@
+"""The dashboard: escaping and styles as text, then the real page in a headless Chromium.
+
+The browser test skips when no Chromium is installed, unless MATRIX_REQUIRE_BROWSER=1, where it
+fails instead. It keeps a screenshot at tests/artifacts/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.dashboard import render_dashboard
+from harness.merge import MergedCell, ReportSet, load_reports
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "docs" / "reports" / "h200"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+NASTY = "<script>alert('x')</script> & \"quoted\" </script><!--"
+
+
+def _h200() -> ReportSet:
+    return load_reports(sorted(H200.glob("junit-*.xml")), ["sm_80", "sm_90a", "sm_100a"])
+
+
+def _cell(**changes) -> MergedCell:
+    """A passed sm_90a run cell of the H200 reports, with `changes` (robust to new fields)."""
+    base = next(c for c in _h200().cells if c.target == "sm_90a" and c.median_us)
+    defaults = {
+        "classname": "reduce.warp_sum",
+        "name": "4096[sm_90a]",
+        "properties": {"time_median_us": "12.5"},
+        "samples_us": (12.0, 12.5, 13.0),
+    }
+    return dataclasses.replace(base, **{**defaults, **changes})
+
+
+def _cell_tags(page: str) -> list[str]:
+    return re.findall(r'<div class="cell [^>]*>', page)
+
+
+def test_text_from_reports_is_escaped_in_grid_header_and_data():
+    report_set = ReportSet(
+        cells=[
+            _cell(
+                classname="reduce.k<b>",
+                name="big&small[sm_90a]",
+                outcome="failed",
+                message=NASTY,
+                detail=NASTY,
+                properties={"note": NASTY},
+            )
+        ],
+        problems=[f"junit-x.xml: {NASTY}"],
+        missing_targets=["sm_<100>"],
+    )
+    page = render_dashboard(report_set, {("sm_90a@vm", "reduce.k<b>", "big&small[sm_90a]"): []})
+    assert "<script>alert" not in page
+    assert "k<b>" not in page and "big&small" not in page
+    assert "k&lt;b&gt;" in page  # the kernel row
+    assert "big&amp;small" in page  # the case row
+    assert "&lt;script&gt;alert" in page  # problems banner and cell tooltip
+    assert "sm_&lt;100&gt;" in page
+    assert page.count("</script>") == 2  # the JSON blob and the code, nothing from the data
+    assert "<!--" not in page
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    records = json.loads(blob.group(1))
+    assert records[0]["message"] == NASTY and records[0]["detail"] == NASTY
+
+
+def test_skipped_cell_never_gets_the_passed_style():
+    report_set = ReportSet(
+        cells=[
+            _cell(),
+            _cell(
+                name="4096[sm_100a]",
+                target="sm_100a",
+                outcome="skipped",
+                skip_reason="no-device",
+                message="no-device: no CUDA device visible",
+                properties={},
+                samples_us=(),
+            ),
+        ]
+    )
+    passed, skipped = _cell_tags(render_dashboard(report_set, {}))
+    assert "outcome-passed" in passed and 'data-outcome="passed"' in passed
+    assert "outcome-skipped" in skipped and "reason-no-device" in skipped
+    assert "passed" not in re.sub(r'title="[^"]*"', "", skipped)
+    assert "skipped: no-device" in render_dashboard(report_set, {})
+
+
+def test_missing_target_is_a_column_marked_missing_and_not_ok():
+    report_set = ReportSet(cells=[_cell()], missing_targets=["sm_100a"])
+    page = render_dashboard(report_set, {})
+    assert re.search(r'<th class="col missing" data-target="sm_100a">', page)
+    assert 'class="slot missing"' in page
+    assert 'class="status bad"' in page and "1 target(s) missing" in page
+    assert 'id="missing"' in page
+
+
+def test_never_ran_kernel_is_flagged():
+    skipped = _cell(outcome="skipped", skip_reason="no-device", properties={}, samples_us=())
+    page = render_dashboard(ReportSet(cells=[skipped]), {})
+    assert 'id="never-ran"' in page and "reduce.warp_sum" in page
+    assert '<span class="flag">never ran</span>' in page
+    assert 'class="status ok"' not in page
+
+
+# --- the page in a real browser ---------------------------------------------------------------
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return ""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    required = os.environ.get("MATRIX_REQUIRE_BROWSER") == "1"
+    if not executable:
+        message = "no chromium installed (apt-get install chromium)"
+        if required:
+            pytest.fail(f"MATRIX_REQUIRE_BROWSER=1 but {message}")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright  # requirements-test.txt; never skipped
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+FAILING_MESSAGE = "wrong output: 3 of 2592 differ; first at [0, 7]: got 1.5 <expected 2.0> & more"
+
+
+def test_dashboard_in_chromium(browser, tmp_path):
+    report_set = _h200()
+    assert not report_set.problems and len(report_set.cells) == 66
+    failing = dataclasses.replace(
+        next(c for c in report_set.cells if c.name == "m72_n36_k8[sm_90a]"),
+        name="m72_n36_k9[sm_90a]",
+        outcome="failed",
+        message=FAILING_MESSAGE,
+        properties={"target": "sm_90a", "device": "NVIDIA H200", "binary": "sass", "seed": "42"},
+        samples_us=(),
+        detail='Traceback (most recent call last):\n  File "verify.py"\nAssertionError: <x>',
+    )
+    report_set.cells.append(failing)
+    timed = next(c for c in report_set.cells if c.name == "1000x1000[sm_90a]")
+    median = float(timed.properties["time_median_us"])
+    trend_key = (timed.column, timed.classname, timed.name)
+    history = [("a1b2c3d", 1.04), ("e4f5a6b", 1.02), ("0c9d8e7", 0.97), ("f00dfee", 1.01)]
+    trends = {trend_key: [(run, median * factor) for run, factor in history]}
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(report_set, trends))
+
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda r: r.url.startswith("file:") or errors.append(f"request {r.url}"))
+    page.goto(out.as_uri())
+    cells = page.locator("#grid .cell")
+    assert cells.count() == 67
+    assert page.locator("#grid .cell:visible").count() == 67
+    assert page.locator("#grid th.col").count() == 3
+    assert "67 cells" in page.locator("#counts").inner_text()
+    assert "NOT OK" in page.locator("#status").inner_text()
+
+    passed_bg = _background(page, '.cell[data-outcome="passed"]')
+    skipped = page.locator('.cell[data-outcome="skipped"]').first
+    assert _background(page, '.cell[data-outcome="skipped"]') != passed_bg
+    assert skipped.inner_text().startswith("skipped: ")
+
+    page.select_option("#filter-outcome", "skipped")
+    visible = page.locator("#grid .cell:visible")
+    assert visible.count() == 26
+    assert {visible.nth(i).get_attribute("data-outcome") for i in range(26)} == {"skipped"}
+    page.select_option("#filter-outcome", "")
+    page.select_option("#filter-target", "sm_80")
+    visible = page.locator("#grid .cell:visible")
+    assert visible.count() == 22
+    assert {visible.nth(i).get_attribute("data-target") for i in range(22)} == {"sm_80"}
+    assert page.locator('#grid th.col[data-target="sm_90a"]').is_hidden()
+    page.select_option("#filter-target", "")
+    page.select_option("#filter-outcome", "failed")
+    assert page.locator("#grid .cell:visible").count() == 1
+    page.select_option("#filter-outcome", "")
+
+    page.locator('.cell[data-outcome="failed"]').click()
+    details = page.locator("#details")
+    assert details.locator("#details-message").inner_text() == FAILING_MESSAGE
+    assert "AssertionError: <x>" in details.locator("#details-log").inner_text()
+    assert "failed" in details.locator("#details-outcome").inner_text()
+
+    page.locator(f'.cell[data-index="{report_set.cells.index(timed)}"]').click()
+    assert "tma_add_one 1000x1000[sm_90a]" in details.locator("#details-title").inner_text()
+    props = details.locator("#details-props")
+    median_row = props.locator('tr[data-key="time_median_us"] td').inner_text()
+    assert median_row == timed.properties["time_median_us"]
+    assert props.locator('tr[data-key="gbytes_per_s"]').count() == 1
+    bars = details.locator("#details-hist rect")
+    assert bars.count() > 5
+    assert details.locator("#details-trend circle").count() == len(history)
+    assert not errors, errors
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+    assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+    page.close()
+
+
+def _background(page, selector: str) -> str:
+    return page.eval_on_selector(
+        selector, "e => getComputedStyle(e).backgroundImage + getComputedStyle(e).backgroundColor"
+    )
