@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,16 @@ def test_compiling_in_the_image_gives_the_host_s_compile_cells(matrix, toolchain
     )
     assert cells(in_container["cells"]) == host
     assert all(outcome == "passed" for outcome, _, _ in host.values())
+
+
+@pytest.mark.parametrize(
+    "command", [["actionlint"], ["zizmor", "--offline", ".github/workflows"]], ids=lambda c: c[0]
+)
+def test_the_workflow_passes_actionlint_and_zizmor(command):
+    tool = shutil.which(
+        command[0], path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+    )
+    if tool is None:
+        pytest.skip(f"{command[0]} is not installed (requirements-test.txt installs it)")
+    checked = subprocess.run([tool, *command[1:]], capture_output=True, text=True, cwd=ROOT)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
