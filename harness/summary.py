@@ -37,20 +37,23 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
     head = ", ".join(f"{counts.get(o, 0)} {o}" for o in ("passed", "failed", "error", "skipped"))
     if reasons:
         head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
-    lines = [f"# CUDA matrix: {head}", ""]
+    lines = [f"# CUDA matrix: {head}"]
+    notes: list[str] = []
     for problem in report_set.problems:
-        lines.append(f"- ⚠️ unreadable input: {_escape(problem)}")
+        notes.append(f"- ⚠️ unreadable input: {_escape(problem)}")
     for target in report_set.missing_targets:
-        lines.append(f"- ⚠️ target `{target}`: MISSING, no report was given for it")
+        notes.append(f"- ⚠️ target `{target}`: MISSING, no report was given for it")
     for kernel in report_set.never_ran():
-        lines.append(f"- ⚠️ `{kernel}` never ran: its run cells were skipped everywhere")
+        notes.append(f"- ⚠️ `{kernel}` never ran: its run cells were skipped everywhere")
     slower = [v for v in verdicts if v.judgement == "SLOWER"]
     if verdicts:
         judged = Counter(v.judgement for v in verdicts)
-        lines.append(
+        notes.append(
             "- against the baseline: "
             + ", ".join(f"{judged.get(j, 0)} {j}" for j in ("SAME", "FASTER", "SLOWER"))
         )
+    if notes:
+        lines += ["", *notes]
     broken = [c for c in report_set.cells if c.outcome in ("failed", "error")]
     if broken:
         lines += ["", "## Failures", ""]

@@ -1,0 +1,150 @@
+"""Merging reports, the summary, history and baselines, and the bad inputs around them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from harness.device import NoDevice
+from harness.history import History
+from harness.merge import load_reports, write_merged_xml
+from harness.run import RunOptions, run_target
+from harness.summary import render_summary
+from tests.conftest import ROOT
+
+KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+TARGETS = ["sm_80", "sm_90a", "sm_100a"]
+SCHEMA = etree.XMLSchema(
+    etree.parse(str(Path(__file__).parent / "schemas" / "junit-properties.xsd"))
+)
+
+
+def _copy_kept(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for xml in KEPT:
+        shutil.copy(xml, folder / xml.name)
+        shutil.copy(xml.with_suffix(".json"), folder / xml.with_suffix(".json").name)
+        copies.append(folder / xml.name)
+    return copies
+
+
+@pytest.fixture(scope="module")
+def cpu_report(matrix, toolchain, tmp_path_factory):
+    """A report made here, with no GPU: another runner of sm_90a beside the H200's."""
+    folder = tmp_path_factory.mktemp("cpu")
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        folder / "reports",
+        folder / "cache",
+        execute=True,
+        runner="ci-cpu",
+    )
+    return run_target(matrix, options, toolchain, NoDevice("no GPU on CI")).files.xml
+
+
+def test_merging_keeps_every_cell_and_suite_distinct(cpu_report, tmp_path):
+    files = [*KEPT, cpu_report]
+    merged = load_reports(files, TARGETS)
+    expected = sum(len(json.loads(f.with_suffix(".json").read_text())["cells"]) for f in files)
+    assert len(merged.cells) == expected and merged.problems == []
+    assert len(set(merged.suites)) == 4  # two sm_90a suites, one per runner
+    write_merged_xml(merged, tmp_path / "merged.xml")
+    document = etree.parse(str(tmp_path / "merged.xml"))
+    SCHEMA.assertValid(document)
+    assert len(document.findall(".//testcase")) == expected
+    assert len(document.findall("testsuite")) == 4
+
+
+def test_bad_inputs_are_named_and_the_rest_still_merges(tmp_path):
+    good, corrupt, mismatched = _copy_kept(tmp_path)
+    corrupt.write_text(corrupt.read_text()[:500])  # truncated
+    sidecar = json.loads(mismatched.with_suffix(".json").read_text())
+    sidecar["cells"].pop()
+    mismatched.with_suffix(".json").write_text(json.dumps(sidecar))
+    merged = load_reports([good, corrupt, mismatched, good], TARGETS)
+    problems = "\n".join(merged.problems)
+    assert f"{corrupt}: not readable JUnit XML" in problems
+    assert f"{mismatched.with_suffix('.json')}: does not match" in problems
+    assert f"{good}: given twice" in problems
+    assert merged.cells and {c.target for c in merged.cells} == {"sm_100a"}
+    assert merged.missing_targets == ["sm_80", "sm_90a"]
+    summary = render_summary(merged)
+    assert "target `sm_80`: MISSING" in summary and "unreadable input" in summary
+
+
+def test_a_kernel_that_never_ran_is_flagged(cpu_report):
+    merged = load_reports([cpu_report], TARGETS)
+    assert "async_hopper.sgemm_cp_async" in merged.never_ran()
+    with_gpu = load_reports([*KEPT, cpu_report], TARGETS)
+    assert "async_hopper.sgemm_cp_async" not in with_gpu.never_ran()
+
+
+def _slowed(folder: Path, factor: float) -> Path:
+    """A copy of the kept sm_90a report whose 4096^3 3-stage SGEMM took `factor` as long."""
+    xml = next(f for f in _copy_kept(folder) if f.name == "junit-sm_90a.xml")
+    sidecar = json.loads(xml.with_suffix(".json").read_text())
+    for cell in sidecar["cells"]:
+        if cell["name"] == "m4096_n4096_k4096_stages3[sm_90a]":
+            median = float(cell["properties"]["time_median_us"])
+            cell["properties"]["time_median_us"] = f"{median * factor:.3f}"
+    xml.with_suffix(".json").write_text(json.dumps(sidecar))
+    return xml
+
+
+@pytest.mark.parametrize(("factor", "judgement"), [(1.10, "SLOWER"), (1.002, "SAME")])
+def test_a_slowdown_is_judged_against_the_runs_noise(tmp_path, factor, judgement):
+    history = History(tmp_path / "history.sqlite")
+    history.record(load_reports(KEPT, TARGETS), "base")
+    current = load_reports([_slowed(tmp_path / "now", factor)], TARGETS)
+    verdicts = {v.cell.name: v for v in history.compare(current, "base")}
+    sgemm = verdicts["m4096_n4096_k4096_stages3[sm_90a]"]
+    assert sgemm.judgement == judgement
+    assert sgemm.ratio == pytest.approx(factor, rel=1e-4)
+    others = [v.judgement for name, v in verdicts.items() if "stages3" not in name]
+    assert set(others) == {"SAME"}
+
+
+def _report(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def test_the_report_command_writes_everything_and_fails_on_a_slowdown(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    first = _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111")
+    assert first.returncode == 0, first.stderr
+    assert {p.name for p in out.iterdir()} >= {"merged.xml", "summary.md", "dashboard.html"}
+    kept = [c for f in KEPT for c in json.loads(f.with_suffix(".json").read_text())["cells"]]
+    passed = sum(c["outcome"] == "passed" for c in kept)
+    skipped = sum(c["outcome"] == "skipped" for c in kept)
+    assert f"# CUDA matrix: {passed} passed, 0 failed, 0 error, {skipped} skipped" in first.stdout
+    slowed = _slowed(tmp_path / "now", 1.10)
+    args = ("--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
+    judged = _report(slowed, *args)
+    assert judged.returncode == 0, judged.stderr  # no threshold: reported, not failing
+    assert "1 SLOWER" in judged.stdout and "Slower than the baseline" in judged.stdout
+    failing = _report(slowed, *args, "--max-slowdown", "5")
+    assert failing.returncode == 1
+    assert "m4096_n4096_k4096_stages3[sm_90a] on vm: 10.0 % slower" in failing.stderr
+    unknown = _report(slowed, "--out", out, "--db", db, "--baseline", "cccc")
+    assert unknown.returncode == 1 and "baseline 'cccc' is not in" in unknown.stderr
+
+
+def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
+    lenient = _report(cpu_report, "--out", tmp_path, "--db", tmp_path / "h.sqlite")
+    assert lenient.returncode == 0
+    strict = _report(cpu_report, "--out", tmp_path, "--db", tmp_path / "h.sqlite", "--strict")
+    assert strict.returncode == 1
+    assert "async_hopper.tma_add_one never ran on any target" in strict.stderr
