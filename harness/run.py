@@ -7,6 +7,7 @@ after each kernel, so whatever was measured is on disk before the next kernel st
 from __future__ import annotations
 
 import socket
+import time
 import traceback
 import zlib
 from dataclasses import dataclass
@@ -101,8 +102,12 @@ def run_target(
                         job = CaseJob(
                             kernel.folder / "spec.py", case.name, target, build.binary, common
                         )
+                        started = time.monotonic()
                         result = pool.run(job, matrix.timing.case_timeout_s)
-                        cells.append(_faulted(kernel, case, target, result, common))
+                        cell = _faulted(kernel, case, target, result, common)
+                        # a faulted case costs what the parent waited, worker start included
+                        cell.seconds = cell.seconds or time.monotonic() - started
+                        cells.append(cell)
                     save()
     save()
     fresh = sum(1 for b in builds.values() if isinstance(b, Compiled) and not b.cached)
