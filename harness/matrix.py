@@ -180,7 +180,8 @@ def load_matrix(path: Path) -> Matrix:
     except OSError as error:
         raise MatrixError(f"{path}: cannot read: {error.strerror}") from error
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
+        # Where the broken construct starts (an unclosed bracket) beats where parsing gave up.
+        mark = getattr(error, "context_mark", None) or getattr(error, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         raise MatrixError(f"{path}{line}: not valid YAML: {error}") from error
     if root is None:
