@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import socket
 import time
-import traceback
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import report, worker
 from harness.cells import Cell, Outcome, SkipReason, skipped
 from harness.compile import Compiled, Compiler
-from harness.device import DeviceInfo, NoDevice, sm_clock_mhz
+from harness.device import DeviceInfo, NoDevice
 from harness.isolation import WorkerPool
 from harness.kernels import BrokenKernel, Kernel, discover
 from harness.matrix import Matrix, Target
-from harness.spec import Case, Work
+from harness.spec import Case
 from harness.toolchain import Toolchain, ToolchainError
 from harness.worker import CaseJob, WorkerSetup
 
@@ -241,46 +239,3 @@ def _not_run_cell(kernel, case, target, skip, common) -> Cell:
     if outcome is Outcome.SKIPPED:
         return skipped(kernel.classname, _name(case, target), reason, why, common)
     return Cell(kernel.classname, _name(case, target), outcome, why, properties=dict(common))
-
-
-def seed_of(kernel: Kernel, case: Case) -> int:
-    """Stable across runs and machines, distinct per case: the recorded seed of its inputs."""
-    return zlib.crc32(f"{kernel.classname}/{case.name}".encode())
-
-
-def throughput(work: Work, median_us: float, device: DeviceInfo) -> dict[str, str]:
-    """GB/s, TFLOPS and roofline % (the achieved share of the binding roof)."""
-    seconds = median_us * 1e-6
-    properties: dict[str, str] = {}
-    shares = []
-    if work.bytes:
-        gbytes_per_s = work.bytes / seconds / 1e9
-        properties["gbytes_per_s"] = f"{gbytes_per_s:.1f}"
-        if device.peaks:
-            shares.append(100 * gbytes_per_s / device.peaks.memory_gb_per_s)
-    if work.flops:
-        tflops = work.flops / seconds / 1e12
-        properties["tflops"] = f"{tflops:.2f}"
-        if device.peaks:
-            shares.append(100 * tflops / device.peaks.fp32_tflops)
-    if shares:
-        properties["roofline_pct"] = f"{max(shares):.1f}"
-    return properties
-
-
-def timing_properties(timing, work: Work, device: DeviceInfo) -> dict[str, str]:
-    clock = sm_clock_mhz(device)
-    return {
-        "time_median_us": f"{timing.median_us:.3f}",
-        "time_p10_us": f"{timing.p10_us:.3f}",
-        "time_p90_us": f"{timing.p90_us:.3f}",
-        "noise_pct": f"{timing.noise_pct:.3f}",
-        "samples": str(len(timing.samples_us)),
-        "sm_clock_mhz": str(clock) if clock else "unknown",
-        **throughput(work, timing.median_us, device),
-    }
-
-
-def describe_exception(error: BaseException) -> tuple[str, str]:
-    """(one line for the message, the traceback for the cell's detail)."""
-    return f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error))

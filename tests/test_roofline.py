@@ -1,0 +1,47 @@
+"""GB/s, TFLOPS and roofline % from a cell's work and median."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.device import DeviceInfo
+from harness.matrix import ComputeCapability, DevicePeaks
+from harness.roofline import throughput
+from harness.spec import Work
+
+H200 = DeviceInfo(
+    0,
+    "NVIDIA H200",
+    ComputeCapability(9, 0),
+    "580",
+    "13.0",
+    132,
+    1,
+    1,
+    1,
+    DevicePeaks(memory_gb_per_s=4800, fp32_tflops=66.9),
+)
+
+
+def test_bytes_give_bandwidth_against_the_memory_peak():
+    shown = throughput(Work(bytes=4_800_000_000), median_us=2_000, device=H200)  # 2 ms
+    assert shown == {"gbytes_per_s": "2400.0", "roofline_pct": "50.0"}
+
+
+def test_flops_give_tflops_against_the_compute_peak():
+    shown = throughput(Work(flops=2 * 4096**3), median_us=3085.5, device=H200)
+    assert shown["tflops"] == "44.54"
+    assert float(shown["roofline_pct"]) == pytest.approx(66.6, abs=0.05)
+
+
+def test_with_both_the_binding_roof_counts():
+    gemm = Work(bytes=4 * 3 * 4096**2, flops=2 * 4096**3)
+    shown = throughput(gemm, median_us=3085.5, device=H200)
+    assert float(shown["roofline_pct"]) == pytest.approx(66.6, abs=0.05)  # compute-bound
+
+
+def test_an_unlisted_device_gets_no_roofline():
+    unknown = dataclasses.replace(H200, peaks=None)
+    assert "roofline_pct" not in throughput(Work(bytes=10**9), 1000.0, unknown)
