@@ -39,8 +39,8 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
-# (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml), expected exit
-#  status, fragments the output must hold)
+# (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml; it may return
+#  environment variables for the run), expected exit status, fragments the output must hold)
 TABLE = [
     (
         "matrix.yaml is not YAML",
@@ -88,21 +88,21 @@ TABLE = [
     ),
     (
         "NVCC names a file that is not there",
-        lambda work: os.environ.__setitem__("NVCC", str(work / "nowhere" / "nvcc")),
+        lambda work: {"NVCC": str(work / "nowhere" / "nvcc")},
         1,
         ["$NVCC is", "nowhere/nvcc, which is not an executable file", "FAILED   planted.add_one"],
     ),
     (
         "nvcc is of another toolkit than the target pins",
-        lambda work: os.environ.__setitem__("NVCC", str(_fake_nvcc(work, "12.8.93", "exit 1\n"))),
+        lambda work: {"NVCC": str(_fake_nvcc(work, "12.8.93", "exit 1\n"))},
         1,
         ["sm_90a pins CUDA 13.0, but", "is 12.8.93"],
     ),
     (
         "nvcc crashes",
-        lambda work: os.environ.__setitem__(
-            "NVCC", str(_fake_nvcc(work, "13.0.88", "echo 'Segmentation fault' >&2; exit 139\n"))
-        ),
+        lambda work: {
+            "NVCC": str(_fake_nvcc(work, "13.0.88", "echo 'Segmentation fault' >&2; exit 139\n"))
+        },
         1,
         ["FAILED   planted.add_one::compile[sm_90a]", "Segmentation fault"],
     ),
@@ -110,16 +110,17 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("fault", "make", "status", "expected"), TABLE, ids=[r[0] for r in TABLE])
-def test_each_bad_input_is_reported_where_it_is(
-    fault, make, status, expected, tmp_path, monkeypatch
-):
+def test_each_bad_input_is_reported_where_it_is(fault, make, status, expected, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(PLANTED, work / "kernels")
     shutil.copy(ROOT / "matrix.yaml", work / "matrix.yaml")
     for kept in ("spec_raises", "compile_error", "wrong_answer", "bad_reference_shape"):
         shutil.rmtree(work / "kernels" / "planted" / kept)  # only this row's fault is in play
-    monkeypatch.delenv("NVCC", raising=False)
-    make(work)
+    environment = {k: v for k, v in os.environ.items() if k != "NVCC"}
+    made = make(work)
+    if isinstance(made, dict):  # a row may name an nvcc; it never leaks out of its run
+        environment.update(made)
+    environment["PYTHONPATH"] = str(ROOT)
     run = subprocess.run(
         [
             sys.executable,
@@ -139,7 +140,7 @@ def test_each_bad_input_is_reported_where_it_is(
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=environment,
     )
     output = run.stdout + run.stderr
     assert run.returncode == status, output
