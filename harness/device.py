@@ -17,7 +17,6 @@ class DeviceInfo:
     sm_count: int
     l2_bytes: int
     smem_optin_bytes: int
-    base_clock_mhz: int
     peaks: DevicePeaks | None  # from matrix.yaml's devices, by name
 
 
@@ -47,7 +46,6 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
         sm_count=properties.multiprocessor_count,
         l2_bytes=properties.l2_cache_size,
         smem_optin_bytes=properties.max_shared_memory_per_block_optin,
-        base_clock_mhz=properties.clock_rate // 1000,
         peaks=matrix.devices.get(device.name),
     )
 

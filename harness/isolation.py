@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -110,10 +110,6 @@ class WorkerPool:
         if reply.replace_me:
             self._retire(kill=False)
         return reply.result
-
-    def run_all(self, jobs: Iterable[Any], timeout_s: float) -> Iterator[tuple[Any, Any]]:
-        for job in jobs:
-            yield job, self.run(job, timeout_s)
 
     def close(self) -> None:
         self._retire(kill=True)

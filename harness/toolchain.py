@@ -30,11 +30,6 @@ class Toolchain:
     def release(self) -> str:  # "13.0"
         return ".".join(self.version.split(".")[:2])
 
-    @property
-    def cuobjdump(self) -> Path | None:
-        candidate = self.nvcc.parent / "cuobjdump"
-        return candidate if candidate.exists() else None
-
 
 def _wheel_nvcc() -> Path | None:
     if importlib.util.find_spec("nvidia") is None:

@@ -12,16 +12,15 @@ from harness.roofline import throughput
 from harness.spec import Work
 
 H200 = DeviceInfo(
-    0,
-    "NVIDIA H200",
-    ComputeCapability(9, 0),
-    "580",
-    "13.0",
-    132,
-    1,
-    1,
-    1,
-    DevicePeaks(memory_gb_per_s=4800, fp32_tflops=66.9),
+    ordinal=0,
+    name="NVIDIA H200",
+    cc=ComputeCapability(9, 0),
+    driver="580.159.04",
+    cuda_driver="13.0",
+    sm_count=132,
+    l2_bytes=60 * 2**20,
+    smem_optin_bytes=227 * 2**10,
+    peaks=DevicePeaks(memory_gb_per_s=4800, fp32_tflops=66.9),
 )
 
 

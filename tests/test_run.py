@@ -78,7 +78,7 @@ def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted,
 
 
 def test_a_device_that_cannot_run_the_target_skips_it(matrix, toolchain, planted, tmp_path):
-    h200 = DeviceInfo(0, "NVIDIA H200", ComputeCapability(9, 0), "580", "13.0", 132, 1, 1, 1, None)
+    h200 = DeviceInfo(0, "NVIDIA H200", ComputeCapability(9, 0), "580", "13.0", 132, 1, 1, None)
     target = matrix.targets["sm_100a"]
     options = _options(target, planted, tmp_path)
     result = run_target(matrix, options, toolchain, h200)
