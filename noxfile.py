@@ -1,7 +1,9 @@
-"""The matrix's sessions. Each target of matrix.yaml gets `build-<session>` and `test-<session>`,
-so a new target there is new sessions here with no edit.
+"""The matrix's sessions. Each target of matrix.yaml gets `build-<session>`, `test-<session>` and
+`sanitize-<session>`, so a new target there is new sessions here with no edit.
 
     nox -s test-sm90      compile and run the sm_90a column (in its image if docker answers)
+    nox -s sanitize-sm90  compile sm_90a, run compute-sanitizer over each kernel's smallest case
+                          (on the host: the images carry no compute-sanitizer)
     nox -s build-sm90     build the sm_90a image
     nox -s compile        compile every target on this machine, run nothing
     nox -s base-image     make the Debian base image locally, where no registry serves one
@@ -104,9 +106,22 @@ def _test_session(target: Target):
     return session
 
 
+def _sanitize_session(target: Target):
+    def session(session: nox.Session) -> None:
+        _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
+        session.run("python", "-m", "harness", "sanitize", target.name, *session.posargs)
+
+    session.__doc__ = (
+        f"Run compute-sanitizer over {target.name} on this machine's GPU (host only: the images "
+        "carry no compute-sanitizer)."
+    )
+    return session
+
+
 for _target in MATRIX.targets.values():
     nox.session(name=f"build-{_target.session}", venv_backend="none")(_build_session(_target))
     nox.session(name=f"test-{_target.session}")(_test_session(_target))
+    nox.session(name=f"sanitize-{_target.session}")(_sanitize_session(_target))
 
 
 @nox.session(name="compile")

@@ -1,4 +1,5 @@
-"""Command line: `python -m harness test sm_90a`, `python -m harness compile`.
+"""Command line: `python -m harness test sm_90a`, `python -m harness compile`,
+`python -m harness sanitize sm_90a`.
 
 Exit status: 0 when no cell failed or errored, 1 when one did, 2 when the matrix itself is
 unusable (the message names the file and line).
@@ -12,9 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from harness.cells import Outcome
+from harness.compute_sanitizer import SanitizerMissing, find_compute_sanitizer
 from harness.device import NoDevice, probe
 from harness.matrix import Matrix, MatrixError, load_matrix
 from harness.run import RunOptions, RunResult, run_target
+from harness.sanitize import SanitizeOptions, sanitize_target
 from harness.toolchain import ToolchainError, find_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     test = commands.add_parser("test", parents=[common], help="compile and run one target")
     test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    sanitize = commands.add_parser(
+        "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"
+    )
+    sanitize.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
     build = commands.add_parser("compile", parents=[common], help="compile, run nothing")
     build.add_argument("targets", nargs="*", help="default: every target")
     report = commands.add_parser("report", help="merge reports; summary, dashboard, history")
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         matrix = load_matrix(args.matrix)
-        if args.command == "test":
+        if args.command in ("test", "sanitize"):
             targets = [matrix.target(args.target)]
         else:
             targets = [matrix.target(name) for name in args.targets] or list(
@@ -70,13 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     except ToolchainError as error:
         toolchain = error
         print(f"error: {error}", file=sys.stderr)
-    execute = args.command == "test"
+    execute = args.command != "compile"
     device = probe(matrix) if execute else NoDevice("compile only")
     if execute:
         if isinstance(device, NoDevice):
             print(f"device: none ({device.reason}); run cells are skipped no-device")
         else:
             print(f"device: {device.name}, CC {device.cc}, driver {device.driver}")
+    if args.command == "sanitize":
+        return _sanitize(args, matrix, targets[0], toolchain, device)
 
     ok = True
     for target in targets:
@@ -93,6 +102,31 @@ def main(argv: list[str] | None = None) -> int:
         _print_summary(matrix, result)
         ok &= result.ok
     return 0 if ok else 1
+
+
+def _sanitize(args, matrix, target, toolchain, device) -> int:
+    try:
+        sanitizer = find_compute_sanitizer(toolchain)
+        print(f"compute-sanitizer: {sanitizer}")
+    except SanitizerMissing as error:
+        sanitizer = error
+        if isinstance(device, NoDevice):  # nothing would run under it anyway
+            print(f"compute-sanitizer: none ({error})")
+        else:
+            print(f"error: {error}", file=sys.stderr)
+    options = SanitizeOptions(
+        target=target,
+        kernels_roots=tuple(args.kernels or [ROOT / "kernels"]),
+        reports_dir=args.reports,
+        cache_dir=args.cache,
+        select=args.select,
+        runner=args.runner,
+    )
+    tools = ", ".join(tool.value for tool in matrix.sanitize.tools)
+    print(f"sanitize: {tools} over each kernel's smallest case")
+    result = sanitize_target(matrix, options, toolchain, device, sanitizer)
+    _print_summary(matrix, result)
+    return 0 if result.ok else 1
 
 
 def _report(args) -> int:

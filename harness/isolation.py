@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -36,8 +37,12 @@ class Reply:
 Serve = Callable[[Any, Any], Reply]
 
 
+_READY = "ready"  # a worker's first message: set up, waiting for jobs
+
+
 def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection):
     state = setup(setup_arg)
+    conn.send(_READY)
     while True:
         try:
             job = conn.recv()
@@ -64,13 +69,18 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 class WorkerPool:
-    """One worker at a time, replaced whenever a job faults or asks for it."""
+    """One worker at a time, replaced whenever a job faults or asks for it.
+
+    `start_s` is what the last job waited for a fresh worker to start and set up (0.0 when it
+    reused one): after a fault, the price of recovering.
+    """
 
     def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
         self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
         self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
         self._process = None
         self._conn: Connection | None = None
+        self.start_s = 0.0
 
     def _start(self) -> None:
         parent, child = self._context.Pipe()
@@ -93,12 +103,23 @@ class WorkerPool:
         self._process, self._conn = None, None
 
     def run(self, job: Any, timeout_s: float) -> Any:
-        """The job's result, or a Fault saying how the worker failed it."""
-        if self._process is None:
+        """The job's result, or a Fault saying how the worker failed it. The timeout covers
+        a fresh worker's start too."""
+        started = time.monotonic()
+        fresh = self._process is None
+        if fresh:
             self._start()
+        self.start_s = 0.0
         try:
+            if fresh:
+                if not self._conn.poll(timeout_s):
+                    self._retire(kill=True)
+                    return Fault("timeout", f"timeout: no worker up after {timeout_s:g} s")
+                self._conn.recv()  # _READY
+                self.start_s = time.monotonic() - started
             self._conn.send(job)
-            if not self._conn.poll(timeout_s):
+            left = timeout_s - (time.monotonic() - started)
+            if not self._conn.poll(max(left, 0.0)):
                 self._retire(kill=True)
                 return Fault("timeout", f"timeout: no result after {timeout_s:g} s; worker killed")
             reply: Reply = self._conn.recv()

@@ -1,4 +1,5 @@
-"""matrix.yaml as typed objects: the targets, their toolkits, timing defaults and device peaks.
+"""matrix.yaml as typed objects: the targets, their toolkits, timing defaults, device peaks and
+what `sanitize` runs.
 
 Loading validates as it goes, and every error names the file, the line and what was expected,
 because a matrix file is edited by hand and read by CI far from whoever edited it.
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.spec import RequireArch, Requirement
+from harness.compute_sanitizer import Tool
+from harness.spec import Math, RequireArch, Requirement
 
 SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)(a?)$")
 
@@ -103,6 +105,16 @@ class TimingDefaults:
 class DevicePeaks:
     memory_gb_per_s: float
     fp32_tflops: float
+    bf16_tensor_tflops: float  # dense
+
+    def tflops(self, math: Math) -> float:
+        return self.bf16_tensor_tflops if math is Math.BF16_TENSOR else self.fp32_tflops
+
+
+@dataclass(frozen=True)
+class SanitizeDefaults:
+    tools: tuple[Tool, ...]
+    timeout_s: float  # one (kernel, tool) run under compute-sanitizer
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,7 @@ class Matrix:
     targets: dict[str, Target]
     timing: TimingDefaults
     devices: dict[str, DevicePeaks]
+    sanitize: SanitizeDefaults
 
     def target(self, name: str) -> Target:
         if name in self.targets:
@@ -187,7 +200,7 @@ def load_matrix(path: Path) -> Matrix:
     if root is None:
         raise MatrixError(f"{path}: empty file")
     reader = _Reader(path)
-    top = reader.mapping(root, "matrix", {"toolkits", "targets", "timing", "devices"})
+    top = reader.mapping(root, "matrix", {"toolkits", "targets", "timing", "devices", "sanitize"})
 
     toolkits = {}
     for version, node in reader.entries(top["toolkits"], "toolkits").items():
@@ -261,11 +274,33 @@ def load_matrix(path: Path) -> Matrix:
 
     devices = {}
     for name, node in reader.entries(top["devices"], "devices").items():
-        fields = reader.mapping(node, f"devices.{name}", {"memory_gb_per_s", "fp32_tflops"})
-        devices[name] = DevicePeaks(
-            memory_gb_per_s=reader.scalar(
-                fields["memory_gb_per_s"], f"devices.{name}.memory_gb_per_s", float
-            ),
-            fp32_tflops=reader.scalar(fields["fp32_tflops"], f"devices.{name}.fp32_tflops", float),
-        )
-    return Matrix(path=path, targets=targets, timing=timing, devices=devices)
+        keys = {"memory_gb_per_s", "fp32_tflops", "bf16_tensor_tflops"}
+        fields = reader.mapping(node, f"devices.{name}", keys)
+        peaks = {key: reader.scalar(fields[key], f"devices.{name}.{key}", float) for key in keys}
+        devices[name] = DevicePeaks(**peaks)
+    return Matrix(
+        path=path,
+        targets=targets,
+        timing=timing,
+        devices=devices,
+        sanitize=_sanitize(reader, top["sanitize"]),
+    )
+
+
+def _sanitize(reader: _Reader, node: yaml.Node) -> SanitizeDefaults:
+    fields = reader.mapping(node, "sanitize", {"tools", "timeout_s"})
+    names = reader.strings(fields["tools"], "sanitize.tools")
+    known = {tool.value: tool for tool in Tool}
+    tools = []
+    for item, name in zip(fields["tools"].value, names, strict=True):
+        if name not in known:
+            raise reader.fail(
+                item, f"sanitize.tools: unknown tool {name!r} (expected: {', '.join(known)})"
+            )
+        if known[name] in tools:
+            raise reader.fail(item, f"sanitize.tools: {name} is listed twice")
+        tools.append(known[name])
+    return SanitizeDefaults(
+        tools=tuple(tools),
+        timeout_s=reader.scalar(fields["timeout_s"], "sanitize.timeout_s", float),
+    )

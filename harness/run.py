@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,19 +55,86 @@ def run_target(
 ) -> RunResult:
     target = options.target
     runner = options.runner or socket.gethostname()
-    stem = f"junit-{target.name}" if options.execute else f"compile-{target.name}"
-    if options.select:  # a partial run must not overwrite the full report of its target
-        stem = f"partial-{stem}"
-    files = report.report_files(options.reports_dir, stem)
-    context = _context(target, runner, toolchain, device)
-    common = _common_properties(target, toolchain, device)
-    found = [k for root in options.kernels_roots for k in discover(root)]
-    kernels = [k for k in found if options.select in k.classname]
-    cells: list[Cell] = []
+    kind = "junit" if options.execute else "compile"
+    files = report.report_files(options.reports_dir, report_stem(kind, target, options.select))
+    run_context = context(target, runner, toolchain, device)
+    common = common_properties(target, toolchain, device)
+    stage = compile_stage(
+        target=target,
+        roots=options.kernels_roots,
+        select=options.select,
+        toolchain=toolchain,
+        cache_dir=options.cache_dir,
+        common=common,
+        run_names=lambda kernel: [_name(case, target) for case in kernel.spec.cases],
+    )
+    cells = list(stage.cells)
 
     def save() -> None:
-        report.write(files, f"cuda-matrix.{target.name}.{runner}", context, cells)
+        report.write(files, f"cuda-matrix.{target.name}.{runner}", run_context, cells)
 
+    save()
+    if options.execute:
+        with WorkerPool(worker.start, worker.serve, WorkerSetup(device, matrix.timing)) as pool:
+            for kernel in stage.kernels:
+                build = stage.builds.get(kernel.classname)
+                skip = why_not_run(target, device, build)
+                for case in kernel.spec.cases:
+                    if skip:
+                        name = _name(case, target)
+                        cells.append(not_run_cell(kernel.classname, name, skip, common))
+                    else:
+                        job = CaseJob(
+                            kernel.folder / "spec.py", case.name, target, build.binary, common
+                        )
+                        started = time.monotonic()
+                        result = pool.run(job, matrix.timing.case_timeout_s)
+                        cell = _faulted(kernel, case, target, result, common)
+                        # a faulted case costs what the parent waited, worker start included
+                        cell.seconds = cell.seconds or time.monotonic() - started
+                        if pool.start_s:  # the first case, or the one after a fault
+                            cell.properties["worker_start_s"] = f"{pool.start_s:.2f}"
+                        cells.append(cell)
+                    save()
+    save()
+    return RunResult(cells, files, stage.fresh, stage.cached)
+
+
+@dataclass(frozen=True)
+class CompileStage:
+    """A target's kernels found and compiled: the stage's cells, and what running starts from."""
+
+    cells: list[Cell]  # spec errors, target-unsupported skips, compile cells
+    kernels: list[Kernel]  # those the target expresses, in the order found
+    builds: dict[str, Compiled | str]  # by classname: the build, or why there is none
+
+    @property
+    def fresh(self) -> int:
+        return sum(1 for b in self.builds.values() if isinstance(b, Compiled) and not b.cached)
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for b in self.builds.values() if isinstance(b, Compiled) and b.cached)
+
+
+def compile_stage(
+    *,
+    target: Target,
+    roots: tuple[Path, ...],
+    select: str,
+    toolchain: Toolchain | ToolchainError,
+    cache_dir: Path,
+    common: dict[str, str],
+    run_names: Callable[[Kernel], list[str]],
+) -> CompileStage:
+    """Every kernel under `roots` whose classname contains `select`, compiled for `target`.
+
+    A kernel the target cannot express is skipped, its compile cell and the run cells that
+    `run_names` gives it alike, so that no cell of the report goes missing.
+    """
+    found = [k for root in roots for k in discover(root)]
+    kernels = [k for k in found if select in k.classname]
+    cells = []
     for broken in (k for k in kernels if isinstance(k, BrokenKernel)):
         cell = Cell(broken.classname, f"spec[{target.name}]", Outcome.ERROR, broken.reason)
         cell.properties.update(common)
@@ -80,37 +148,18 @@ def run_target(
             )
             reason = SkipReason.TARGET_UNSUPPORTED
             cells.append(skipped(kernel.classname, f"compile[{target.name}]", reason, why, common))
-            for case in kernel.spec.cases:
-                cells.append(skipped(kernel.classname, _name(case, target), reason, why, common))
-
-    compiled, builds = _compile(expressible, target, toolchain, options.cache_dir)
+            for name in run_names(kernel):
+                cells.append(skipped(kernel.classname, name, reason, why, common))
+    builds = _compile(expressible, target, toolchain, cache_dir)
     for kernel in expressible:
-        cells.append(_compile_cell(kernel, target, builds.get(kernel.classname), compiled, common))
-    save()
+        cells.append(_compile_cell(kernel, target, builds.get(kernel.classname), common))
+    return CompileStage(cells, expressible, builds)
 
-    if options.execute:
-        with WorkerPool(worker.start, worker.serve, WorkerSetup(device, matrix.timing)) as pool:
-            for kernel in expressible:
-                build = builds.get(kernel.classname)
-                skip = _why_not_run(target, device, build)
-                for case in kernel.spec.cases:
-                    if skip:
-                        cells.append(_not_run_cell(kernel, case, target, skip, common))
-                    else:
-                        job = CaseJob(
-                            kernel.folder / "spec.py", case.name, target, build.binary, common
-                        )
-                        started = time.monotonic()
-                        result = pool.run(job, matrix.timing.case_timeout_s)
-                        cell = _faulted(kernel, case, target, result, common)
-                        # a faulted case costs what the parent waited, worker start included
-                        cell.seconds = cell.seconds or time.monotonic() - started
-                        cells.append(cell)
-                    save()
-    save()
-    fresh = sum(1 for b in builds.values() if isinstance(b, Compiled) and not b.cached)
-    cached = sum(1 for b in builds.values() if isinstance(b, Compiled) and b.cached)
-    return RunResult(cells, files, fresh, cached)
+
+def report_stem(kind: str, target: Target, select: str) -> str:
+    """`<kind>-<target>`; a partial run's report is another file, never the full one."""
+    stem = f"{kind}-{target.name}"
+    return f"partial-{stem}" if select else stem
 
 
 def _faulted(kernel, case, target, result, common) -> Cell:
@@ -130,7 +179,8 @@ def _name(case: Case, target: Target) -> str:
     return f"{case.name}[{target.name}]"
 
 
-def _context(target, runner, toolchain, device) -> dict:
+def context(target, runner, toolchain, device) -> dict:
+    """The report's record of where it ran: the JSON sidecar's header."""
     return {
         "target": target.name,
         "runner": runner,
@@ -150,7 +200,8 @@ def _context(target, runner, toolchain, device) -> dict:
     }
 
 
-def _common_properties(target, toolchain, device) -> dict[str, str]:
+def common_properties(target, toolchain, device) -> dict[str, str]:
+    """What every cell of a run carries: the target, and what it ran on and with."""
     on_gpu = isinstance(device, DeviceInfo)
     return {
         "target": target.name,
@@ -163,20 +214,20 @@ def _common_properties(target, toolchain, device) -> dict[str, str]:
 
 
 def _compile(kernels, target, toolchain, cache_dir):
-    """Returns (pairs handed to nvcc, builds by classname: Compiled or a reason string)."""
+    """Builds by classname: Compiled, or the reason nothing was compiled."""
     if isinstance(toolchain, ToolchainError):
-        return 0, {k.classname: str(toolchain) for k in kernels}
+        return {k.classname: str(toolchain) for k in kernels}
     if toolchain.release != target.toolkit.version:
         why = (
             f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
             f"{toolchain.version}"
         )
-        return 0, {k.classname: why for k in kernels}
+        return {k.classname: why for k in kernels}
     results = Compiler(toolchain, cache_dir).compile_all([(k, target) for k in kernels])
-    return len(kernels), {k.classname: r for k, r in zip(kernels, results, strict=True)}
+    return {k.classname: r for k, r in zip(kernels, results, strict=True)}
 
 
-def _compile_cell(kernel, target, build, compiled, common) -> Cell:
+def _compile_cell(kernel, target, build, common) -> Cell:
     name = f"compile[{target.name}]"
     properties = dict(common)
     properties["embedded"] = target.gencode
@@ -190,25 +241,29 @@ def _compile_cell(kernel, target, build, compiled, common) -> Cell:
     properties["cached"] = "true" if build.cached else "false"
     detail = " ".join(build.command) + "\n" + build.log
     resources = {entry: vars(r) for entry, r in build.resources.items()}
+    outcome, message = Outcome.PASSED, ""
     if not build.ok:
         errors = [line for line in build.log.splitlines() if "error" in line.lower()]
+        outcome = Outcome.FAILED
         message = f"nvcc failed for {kernel.source}: " + (errors[0] if errors else build.log[-300:])
-        return Cell(
-            kernel.classname,
-            name,
-            Outcome.FAILED,
-            message,
-            None,
-            detail,
-            build.seconds,
-            properties,
-            resources=resources,
-        )
+    elif build.sass:
+        for opcode, count in build.sass.counts.items():
+            properties[f"sass_{opcode}"] = str(count)
+        if build.sass.error:
+            outcome = Outcome.FAILED
+            wanted = ", ".join(build.sass.counts)
+            message = f"cannot check the SASS for {wanted}: {build.sass.error}"
+        elif build.sass.missing:
+            outcome = Outcome.FAILED
+            message = (
+                f"the {target.name} SASS has no {', '.join(build.sass.missing)}: "
+                f"{kernel.classname} compiled to a slower path than its spec demands"
+            )
     return Cell(
         kernel.classname,
         name,
-        Outcome.PASSED,
-        "",
+        outcome,
+        message,
         None,
         detail,
         build.seconds,
@@ -217,7 +272,8 @@ def _compile_cell(kernel, target, build, compiled, common) -> Cell:
     )
 
 
-def _why_not_run(target, device, build) -> tuple[Outcome, SkipReason | None, str] | None:
+def why_not_run(target, device, build) -> tuple[Outcome, SkipReason | None, str] | None:
+    """None when the build can run here; else the outcome of its run cells, and why."""
     # A case that can never run because its kernel did not build fails, on any machine.
     if not isinstance(build, Compiled):
         return Outcome.FAILED, None, f"not compiled: {build}"
@@ -234,8 +290,9 @@ def _why_not_run(target, device, build) -> tuple[Outcome, SkipReason | None, str
     return None
 
 
-def _not_run_cell(kernel, case, target, skip, common) -> Cell:
+def not_run_cell(classname: str, name: str, skip, common) -> Cell:
+    """The run cell `name`, given why_not_run's reason not to run it."""
     outcome, reason, why = skip
     if outcome is Outcome.SKIPPED:
-        return skipped(kernel.classname, _name(case, target), reason, why, common)
-    return Cell(kernel.classname, _name(case, target), outcome, why, properties=dict(common))
+        return skipped(classname, name, reason, why, common)
+    return Cell(classname, name, outcome, why, properties=dict(common))

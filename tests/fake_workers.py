@@ -18,6 +18,10 @@ def setup(tag):
     return {"tag": tag, "pid": os.getpid()}
 
 
+def setup_that_exits(tag):
+    os._exit(4)
+
+
 def serve(state, job):
     action, value = job
     if action == "crash":

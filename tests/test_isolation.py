@@ -61,3 +61,23 @@ def test_a_poisoned_worker_answers_then_is_replaced():
         after = pool.run(("ok", 2), timeout_s=30)
     assert poisoned[:2] == ("t", 1)
     assert after[2] != poisoned[2]
+
+
+def test_the_wait_for_a_fresh_worker_is_measured_and_a_reused_one_costs_nothing():
+    with _pool() as pool:
+        pool.run(("ok", 1), timeout_s=30)
+        first_start = pool.start_s
+        pool.run(("ok", 2), timeout_s=30)
+        reused = pool.start_s
+        pool.run(("crash", 3), timeout_s=30)
+        pool.run(("ok", 4), timeout_s=30)
+        after_crash = pool.start_s
+    assert first_start > 0 and after_crash > 0  # a spawned interpreter takes real time
+    assert reused == 0.0
+
+
+def test_a_worker_whose_setup_dies_fails_the_job_as_a_crash():
+    with WorkerPool(fake_workers.setup_that_exits, fake_workers.serve, "t") as pool:
+        died = pool.run(("ok", 1), timeout_s=30)
+    assert isinstance(died, Fault) and died.kind == "crash"
+    assert "exited with status 4" in died.message

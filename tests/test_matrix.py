@@ -11,6 +11,7 @@ from harness.spec import RequireArch, RequireSm
 from tests.conftest import ROOT
 
 SHIPPED = (ROOT / "matrix.yaml").read_text()
+TOOLS_ONE_A_LINE = "  tools:\n    - memcheck\n    - leakcheck\n    - initcheck"
 
 
 def test_shipped_matrix_has_the_three_targets(matrix):
@@ -85,6 +86,16 @@ def _line_of(text: str, needle: str) -> int:
             r"'12.9' is not under toolkits",
         ),
         (("  budget_s: 1.0", "  budget_s: -1"), "budget_s: -1", r"positive"),
+        (
+            ("  tools: [memcheck, racecheck, synccheck, initcheck]", TOOLS_ONE_A_LINE),
+            "- leakcheck",
+            r"sanitize.tools: unknown tool 'leakcheck' \(expected: memcheck, racecheck, synccheck",
+        ),
+        (
+            ("  tools: [memcheck, racecheck,", "  tools: [memcheck, memcheck,"),
+            "tools: [memcheck, memcheck,",
+            r"sanitize.tools: memcheck is listed twice",
+        ),
     ],
 )
 def test_a_wrong_entry_names_file_line_and_expectation(tmp_path, edit, needle, expected):

@@ -1,4 +1,4 @@
-"""The noxfile: one test session per matrix target, each described."""
+"""The noxfile: one test and one sanitize session per matrix target, each described."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import sys
 
 from tests.conftest import ROOT
 
+KINDS = ("test", "sanitize")
+
 
 def test_sessions_follow_the_matrix(matrix):
-    expected = [f"test-{t.session}" for t in matrix.targets.values()] + ["compile", "tests", "lint"]
+    per_target = [f"{kind}-{t.session}" for t in matrix.targets.values() for kind in KINDS]
+    expected = [*per_target, "compile", "tests", "lint"]
     listed = subprocess.run(
         [sys.executable, "-m", "nox", "-l", "--json", "-s", *expected],
         capture_output=True,
@@ -21,7 +24,8 @@ def test_sessions_follow_the_matrix(matrix):
     sessions = {s["session"]: s for s in json.loads(listed.stdout)}
     assert set(sessions) == set(expected)
     for target in matrix.targets.values():
-        described = sessions[f"test-{target.session}"]["description"]
-        assert target.name in described
+        for kind in KINDS:
+            assert target.name in sessions[f"{kind}-{target.session}"]["description"]
+        assert "host only" in sessions[f"sanitize-{target.session}"]["description"]
     for name in ("compile", "tests", "lint"):
         assert sessions[name]["description"]

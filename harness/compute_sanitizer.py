@@ -1,0 +1,141 @@
+"""NVIDIA's compute-sanitizer: where it is, how it is called, and what its log says.
+
+Order: $COMPUTE_SANITIZER (if set, it must work), then beside the toolchain's nvcc, then
+$CUDA_HOME's and /usr/local/cuda's, then PATH. The log is read by its summary line, never by the
+exit status alone: `ERROR SUMMARY: N errors` (memcheck, synccheck, initcheck), and racecheck's
+`RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)`.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.toolchain import Toolchain, ToolchainError
+
+_EXE = "compute-sanitizer"
+STANDARD = Path("/usr/local/cuda")  # where the toolkit's installers put it
+ERROR_EXIT = 86  # what compute-sanitizer exits with when it found errors
+PRINT_LIMIT = 10  # findings printed in full; the summary still counts every one
+
+# Anchored at the line's end: with more errors than the print limit, a second line
+# `ERROR SUMMARY: N errors were not printed. ...` follows and is not the total.
+_ERROR_SUMMARY = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?\s*$", re.MULTILINE)
+_RACECHECK_SUMMARY = re.compile(
+    r"^=+ RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)",
+    re.MULTILINE,
+)
+# A finding starts at the prefix and one space; its details (at, by thread, backtrace) are
+# indented further.
+_FINDING = re.compile(r"^=+ (\S.*?)\s*$", re.MULTILINE)
+
+
+class Tool(enum.Enum):
+    MEMCHECK = "memcheck"  # out-of-bounds and misaligned accesses, hardware exceptions
+    RACECHECK = "racecheck"  # shared memory hazards
+    SYNCCHECK = "synccheck"  # barriers that not every thread reaches, bad masks
+    INITCHECK = "initcheck"  # reads of global memory nothing wrote
+
+
+class SanitizerMissing(Exception):
+    """No usable compute-sanitizer; the message lists where it looked."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    errors: int
+    warnings: int = 0  # racecheck's hazards below error level; they fail nothing
+
+
+def find_compute_sanitizer(
+    toolchain: Toolchain | ToolchainError, env: dict[str, str] | None = None
+) -> Path:
+    env = os.environ if env is None else env
+    if env.get("COMPUTE_SANITIZER"):  # named explicitly: use it or say why not
+        named = Path(env["COMPUTE_SANITIZER"])
+        if not _executable(named):
+            raise SanitizerMissing(
+                f"$COMPUTE_SANITIZER is {named}, which is not an executable file"
+            )
+        return named
+    candidates = []
+    if isinstance(toolchain, Toolchain):
+        bin_dir = toolchain.nvcc.parent
+        candidates += [bin_dir / "compute-sanitizer", bin_dir.parent / "compute-sanitizer" / _EXE]
+    if env.get("CUDA_HOME"):
+        candidates.append(Path(env["CUDA_HOME"]) / "compute-sanitizer" / _EXE)
+    candidates.append(STANDARD / "compute-sanitizer" / _EXE)
+    for path in candidates:
+        if _executable(path):
+            return path
+    on_path = shutil.which(_EXE, path=env.get("PATH"))
+    if on_path:
+        return Path(on_path)
+    tried = [str(path) for path in candidates] + ["PATH"]
+    raise SanitizerMissing(
+        "no compute-sanitizer found (tried: " + "; ".join(tried) + "). Install a CUDA toolkit "
+        "that has it or set COMPUTE_SANITIZER=/path/to/compute-sanitizer"
+    )
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def command(sanitizer: Path, tool: Tool, log_file: Path, program: list[str]) -> list[str]:
+    options = [
+        str(sanitizer),
+        "--tool",
+        tool.value,
+        "--error-exitcode",
+        str(ERROR_EXIT),
+        "--print-limit",
+        str(PRINT_LIMIT),
+        # cuda-python probes the driver (cuGetProcAddress for entry points it may lack) and
+        # takes the errors in its stride; reported, they would fail every clean kernel. A
+        # kernel's own fault is still reported, as the device error it is.
+        "--report-api-errors",
+        "no",
+        # The host side of a backtrace is the Python interpreter's frames: noise here.
+        "--show-backtrace",
+        "device",
+        # A Python process importing numpy and cuda takes a while to reach its first CUDA call,
+        # longer under load; the run's own timeout bounds the wait instead.
+        "--launch-timeout",
+        "0",
+        "--log-file",
+        str(log_file),
+    ]
+    if tool is Tool.RACECHECK:
+        # One report per race between two accesses (the default), not one per hazard.
+        options += ["--racecheck-report", "analysis"]
+    return options + program
+
+
+def summary(tool: Tool, log: str) -> Summary | None:
+    """The tool's summary line, read; None when it printed none (it never finished)."""
+    if tool is Tool.RACECHECK:
+        found = _RACECHECK_SUMMARY.search(log)
+        return Summary(int(found.group(2)), int(found.group(3))) if found else None
+    found = _ERROR_SUMMARY.search(log)
+    return Summary(int(found.group(1))) if found else None
+
+
+def summary_line(tool: Tool) -> str:
+    return "RACECHECK SUMMARY" if tool is Tool.RACECHECK else "ERROR SUMMARY"
+
+
+def first_finding(log: str) -> str | None:
+    """The first thing the tool reported, errors before warnings, as its headline says it:
+    `Invalid __global__ write of size 4 bytes`, `Error: Race reported between ...`."""
+    findings = [
+        line
+        for line in _FINDING.findall(log)
+        if line != "COMPUTE-SANITIZER" and "SUMMARY:" not in line
+    ]
+    errors = [line for line in findings if not line.startswith("Warning")]
+    return (errors or findings or [None])[0]
