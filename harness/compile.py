@@ -7,6 +7,7 @@ temporary name and renamed, so a crash or a second run never sees half a file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,6 +39,18 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class SassCheck:
+    """How often each opcode the spec demands appears in the binary's SASS."""
+
+    counts: dict[str, int]
+    error: str = ""  # cuobjdump could not read the binary: nothing was checked
+
+    @property
+    def missing(self) -> list[str]:
+        return [opcode for opcode, count in self.counts.items() if count == 0]
+
+
+@dataclass(frozen=True)
 class Compiled:
     """The outcome of one compile cell. `binary` is None when nvcc failed."""
 
@@ -47,6 +60,7 @@ class Compiled:
     seconds: float
     cached: bool
     resources: dict[str, Resources]
+    sass: SassCheck | None = None  # None: the spec demands no opcodes, or nvcc failed
 
     @property
     def ok(self) -> bool:
@@ -99,6 +113,21 @@ def parse_ptxas(log: str) -> dict[str, Resources]:
     return resources
 
 
+def check_sass(cuobjdump: Path, binary: Path, opcodes: tuple[str, ...]) -> SassCheck:
+    """Counts each opcode as a whole mnemonic (HGMMA matches HGMMA.64x256x16.F32.BF16)."""
+    try:
+        result = subprocess.run(
+            [str(cuobjdump), "-sass", str(binary)], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return SassCheck({op: 0 for op in opcodes}, f"cannot run {cuobjdump}: {error}")
+    if result.returncode != 0:
+        why = (result.stderr or result.stdout).strip()[-300:]
+        return SassCheck({op: 0 for op in opcodes}, f"{cuobjdump.name} -sass failed: {why}")
+    counts = {op: len(re.findall(rf"\b{re.escape(op)}\b", result.stdout)) for op in opcodes}
+    return SassCheck(counts)
+
+
 def _read_entry(binary: Path, record: Path) -> dict | None:
     """A cache entry whose binary still matches the hash recorded with it; else None (rebuild)."""
     try:
@@ -129,6 +158,13 @@ class Compiler:
         )
 
     def compile(self, kernel: Kernel, target: Target) -> Compiled:
+        compiled = self._compile(kernel, target)
+        if not compiled.ok or not kernel.spec.sass_must_contain:
+            return compiled
+        sass = check_sass(self.toolchain.cuobjdump, compiled.binary, kernel.spec.sass_must_contain)
+        return dataclasses.replace(compiled, sass=sass)
+
+    def _compile(self, kernel: Kernel, target: Target) -> Compiled:
         key = cache_key(kernel, target, self.toolchain)
         folder = self.cache_dir / kernel.classname
         binary = folder / f"{target.name}-{key}.fatbin"

@@ -21,8 +21,8 @@ from harness.kernels import Kernel
 from harness.launcher import CudaError, Module, Workspace
 from harness.matrix import Target, TimingDefaults
 from harness.roofline import timing_properties
-from harness.spec import Case, DeviceLimits, DeviceUnsupported
-from harness.timing import measure
+from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef, Vendor, Work
+from harness.timing import StreamGate, Timing, measure
 from harness.verify import SpecError, check_reference_fits, compare, unchanged
 
 
@@ -60,6 +60,7 @@ class GpuRuntime:
         self.stream = self.device.create_stream()
         # A memset over twice the L2 before each sample evicts whatever the last run left there.
         self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
+        self.gate = StreamGate()
         self._modules: dict[Path, Module] = {}
 
     def module(self, binary: Path, target: Target) -> Module:
@@ -68,9 +69,12 @@ class GpuRuntime:
         return self._modules[binary]
 
     def run_case(
-        self, kernel: Kernel, case: Case, target: Target, binary: Path, common
+        self, kernel: Kernel, case: Case, target: Target, binary: Path, common, timed: bool = True
     ) -> tuple[Cell, bool]:
-        """The case's cell, and whether this process's CUDA context is still fit for more."""
+        """The case's cell, and whether this process's CUDA context is still fit for more.
+
+        Untimed, the case runs once (set up, launch, verify): what a sanitizer needs to watch.
+        """
         try:
             module = self.module(binary, target)
         except Exception as error:  # a binary the driver refuses fails the case, not the run
@@ -84,9 +88,9 @@ class GpuRuntime:
                 properties=dict(common),
             )
             return cell, False
-        return self._run_case(kernel, case, target, module, common)
+        return self._run_case(kernel, case, target, module, common, timed)
 
-    def _run_case(self, kernel, case: Case, target: Target, module: Module, common):
+    def _run_case(self, kernel, case: Case, target: Target, module: Module, common, timed: bool):
         started = time.monotonic()
         healthy = True
         cell = Cell(
@@ -96,16 +100,25 @@ class GpuRuntime:
         workspace = None
         try:
             workspace = self._check(kernel, case, module, cell)
-            if cell.outcome is Outcome.PASSED:
+            if timed and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
                 work = _spec_step("work", kernel.spec.work, seen)
                 timing_started = time.monotonic()
                 timing = measure(
-                    workspace.run, workspace.reset_scratch, self.stream, self.flush, self.timing
+                    workspace.run,
+                    workspace.reset_scratch,
+                    self.stream,
+                    self.flush,
+                    self.gate,
+                    self.timing,
                 )
                 cell.samples_us = timing.samples_us
                 cell.properties.update(timing_properties(timing, work, self.info))
                 cell.properties["timing_wall_s"] = f"{time.monotonic() - timing_started:.3f}"
+                if kernel.spec.vendor:
+                    inputs = workspace.problem.inputs
+                    vendor = self._vendor(kernel.spec.vendor, seen, inputs, timing, work)
+                    cell.properties.update(vendor)
         except _SpecFailure as failure:
             if isinstance(failure.error, DeviceUnsupported):
                 cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
@@ -135,6 +148,38 @@ class GpuRuntime:
                         cell.outcome, cell.message = Outcome.FAILED, describe_exception(error)[0]
         cell.seconds = time.monotonic() - started
         return cell, healthy
+
+    def _vendor(self, vendor: Vendor, case: Case, inputs, kernel: Timing, work: Work):
+        """The vendor library's time for the same case, by the same protocol as the kernel's.
+
+        vendor_ratio = vendor time / kernel time: the kernel's share of the vendor's throughput.
+        """
+        stream = StreamRef(int(self.stream.handle), self.info.ordinal)
+        try:
+            run = vendor.prepare(case, inputs, stream)
+        except ImportError as error:
+            return {"vendor": vendor.library, "vendor_unavailable": str(error)}
+        except Exception as error:  # the spec's vendor call is the spec's
+            raise _SpecFailure("vendor prepare", error) from error
+        timing = _spec_step(
+            "vendor run",
+            measure,
+            run,
+            lambda: None,
+            self.stream,
+            self.flush,
+            self.gate,
+            self.timing,
+        )
+        shown = {
+            "vendor": vendor.library,
+            "vendor_time_median_us": f"{timing.median_us:.3f}",
+            "vendor_noise_pct": f"{timing.noise_pct:.3f}",
+            "vendor_ratio": f"{timing.median_us / kernel.median_us:.3f}",
+        }
+        if work.flops:
+            shown["vendor_tflops"] = f"{work.flops / timing.median_us / 1e6:.2f}"
+        return shown
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:

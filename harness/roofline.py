@@ -21,7 +21,7 @@ def throughput(work: Work, median_us: float, device: DeviceInfo) -> dict[str, st
         tflops = work.flops / seconds / 1e12
         properties["tflops"] = f"{tflops:.2f}"
         if device.peaks:
-            shares.append(100 * tflops / device.peaks.fp32_tflops)
+            shares.append(100 * tflops / device.peaks.tflops(work.math))
     if shares:  # achieved / min(peak flops, intensity x bandwidth) = the larger share
         properties["roofline_pct"] = f"{max(shares):.1f}"
     return properties

@@ -7,6 +7,7 @@ kernel's folder for anything else but the `.cu` named in it.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -124,12 +125,20 @@ class Problem:
         return Case(case.name, {**case.params, **self.derived_params}, case.tolerance)
 
 
+class Math(enum.Enum):
+    """Which units the flops run on, hence which of the device's peaks bounds them."""
+
+    FP32 = "fp32"  # CUDA cores, fp32 fused multiply-add
+    BF16_TENSOR = "bf16_tensor"  # tensor cores, bf16 inputs, fp32 accumulation, dense
+
+
 @dataclass(frozen=True)
 class Work:
     """What one run of the case does, for GB/s, TFLOPS and roofline %. Zero means not counted."""
 
     bytes: int = 0
     flops: int = 0
+    math: Math = Math.FP32
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,29 @@ class DeviceUnsupported(Exception):
 
 
 @dataclass(frozen=True)
+class StreamRef:
+    """The CUDA stream the harness times on, for a library that must enqueue its work there."""
+
+    handle: int
+    device: int  # ordinal
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """A vendor library's answer to the same problem, timed beside the kernel in the same run.
+
+    prepare(case, inputs, stream) gets the case as reference() sees it and the host inputs,
+    uploads what the library needs, and returns a function that enqueues one run of the library
+    call on `stream`. The harness times that function exactly as it times the kernel. An
+    ImportError from prepare means the library is not installed here: the cell records that and
+    is otherwise unaffected.
+    """
+
+    library: str  # as the report names it: "torch.matmul (cuBLAS)"
+    prepare: Callable[[Case, Mapping[str, np.ndarray], StreamRef], Callable[[], None]]
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     source: str  # the .cu file beside spec.py
     cases: tuple[Case, ...]
@@ -157,3 +189,7 @@ class KernelSpec:
     reference: Callable[[Case, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
     work: Callable[[Case], Work]
     requires: Requirement | None = None  # None: any target
+    vendor: Vendor | None = None
+    # SASS opcodes the binary must contain (HGMMA for a wgmma kernel): a build without them
+    # compiled to a slower path, and its compile cell fails.
+    sass_must_contain: tuple[str, ...] = ()

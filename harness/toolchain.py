@@ -30,6 +30,11 @@ class Toolchain:
     def release(self) -> str:  # "13.0"
         return ".".join(self.version.split(".")[:2])
 
+    @property
+    def cuobjdump(self) -> Path:
+        """Beside nvcc in a toolkit and in the wheels (nvidia-cuda-cuobjdump); may be absent."""
+        return self.nvcc.parent / "cuobjdump"
+
 
 def _wheel_nvcc() -> Path | None:
     if importlib.util.find_spec("nvidia") is None:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.compile import Compiler, cache_key, parse_ptxas
+from harness.compile import Compiler, cache_key, check_sass, parse_ptxas
 from harness.kernels import discover
 from harness.toolchain import ToolchainError, find_toolchain
 from tests.conftest import PLANTED, ROOT
@@ -144,3 +144,23 @@ def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
     assert all(out[0] == "True" for out in outputs), outputs
     assert len({out[1] for out in outputs}) == 1  # the same complete binary for each
     assert not list((tmp_path / "shared").rglob("*.tmp"))  # no half-written leftovers
+
+
+def test_a_wgmma_build_shows_hgmma_in_its_sass(matrix, toolchain, tmp_path):
+    (gemm,) = [k for k in discover(ROOT / "kernels") if k.name == "wgmma_ws_gemm"]
+    built = Compiler(toolchain, tmp_path / "cache").compile(gemm, matrix.targets["sm_90a"])
+    assert built.ok, built.log
+    assert built.sass.error == "" and built.sass.counts["HGMMA"] >= 4
+    assert built.sass.missing == []
+
+
+def test_a_build_without_the_demanded_opcode_is_caught(matrix, toolchain, add_one, tmp_path):
+    binary = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    sass = check_sass(toolchain.cuobjdump, binary.binary, ("HGMMA", "FADD"))
+    assert sass.counts["HGMMA"] == 0 and sass.counts["FADD"] >= 1
+    assert sass.missing == ["HGMMA"]
+
+
+def test_a_missing_disassembler_is_an_error_not_a_pass(toolchain, tmp_path):
+    sass = check_sass(tmp_path / "cuobjdump", tmp_path / "x.fatbin", ("HGMMA",))
+    assert "cannot run" in sass.error and sass.missing == ["HGMMA"]

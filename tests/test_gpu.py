@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 
 import pytest
 
 from harness.cells import Outcome
+from harness.compute_sanitizer import SanitizerMissing, find_compute_sanitizer
 from harness.run import RunOptions, run_target
+from harness.sanitize import SanitizeOptions, sanitize_target
 from tests.conftest import FAULTS, PLANTED
 
 
@@ -97,6 +100,30 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass
     assert cells["oob_write", "n1"].outcome is Outcome.FAILED
+    assert float(cells["oob_write", "n1"].properties["worker_start_s"]) > 0  # a fresh worker
     assert cells["add_one", "n1000"].outcome is Outcome.PASSED, cells["add_one", "n1000"]
     assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
     assert elapsed < 120  # two 15 s timeouts, not a hung run
+
+
+def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolchain, gpu, tmp_path):
+    try:
+        sanitizer = find_compute_sanitizer(toolchain)
+    except SanitizerMissing as error:
+        pytest.skip(str(error))
+    kernels = tmp_path / "kernels"
+    shutil.copytree(FAULTS / "planted_faults" / "oob_write", kernels / "faults" / "oob_write")
+    shutil.copytree(PLANTED / "planted" / "add_one", kernels / "planted" / "add_one")
+    options = SanitizeOptions(
+        matrix.targets["sm_90a"], (kernels,), tmp_path / "reports", tmp_path / "cache"
+    )
+    result = sanitize_target(matrix, options, toolchain, gpu, sanitizer)
+    cells = {(c.classname, c.name): c for c in result.cells}
+    oob = cells["faults.oob_write", "n1024[sm_90a]:memcheck"]
+    assert oob.outcome is Outcome.FAILED, (oob.message, oob.detail)
+    assert "Invalid __global__ write" in oob.message, (oob.message, oob.detail)
+    for tool in matrix.sanitize.tools:
+        cell = cells["planted.add_one", f"n1[sm_90a]:{tool.value}"]
+        assert cell.outcome is Outcome.PASSED, (cell.message, cell.detail)
+        assert cell.properties["errors"] == "0" and cell.properties["case_outcome"] == "passed"
+        assert cell.properties["binary"] == "sass"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.kernels import BrokenKernel, Kernel, discover
-from harness.spec import RequireSm
+from harness.spec import RequireArch, RequireSm
 from harness.verify import check_reference_fits
 from tests.conftest import ROOT, limits_for_cpu_tests
 
@@ -48,6 +48,7 @@ REQUIRED = {
     "async_hopper.sgemm_cp_async": RequireSm(8, 0),
     "async_hopper.tma_add_one": RequireSm(9, 0),
     "async_hopper.cluster_pair_sum": RequireSm(9, 0),
+    "async_hopper.wgmma_ws_gemm": RequireArch("sm_90a"),
     "async_copy.stencil_sync": None,
     "async_copy.stencil_memcpy_async_thread": RequireSm(8, 0),
     "async_copy.stencil_memcpy_async_block": RequireSm(8, 0),

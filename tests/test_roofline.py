@@ -9,7 +9,7 @@ import pytest
 from harness.device import DeviceInfo
 from harness.matrix import ComputeCapability, DevicePeaks
 from harness.roofline import throughput
-from harness.spec import Work
+from harness.spec import Math, Work
 
 H200 = DeviceInfo(
     ordinal=0,
@@ -20,7 +20,7 @@ H200 = DeviceInfo(
     sm_count=132,
     l2_bytes=60 * 2**20,
     smem_optin_bytes=227 * 2**10,
-    peaks=DevicePeaks(memory_gb_per_s=4800, fp32_tflops=66.9),
+    peaks=DevicePeaks(memory_gb_per_s=4800, fp32_tflops=66.9, bf16_tensor_tflops=989.4),
 )
 
 
@@ -33,6 +33,13 @@ def test_flops_give_tflops_against_the_compute_peak():
     shown = throughput(Work(flops=2 * 4096**3), median_us=3085.5, device=H200)
     assert shown["tflops"] == "44.54"
     assert float(shown["roofline_pct"]) == pytest.approx(66.6, abs=0.05)
+
+
+def test_tensor_core_flops_count_against_the_tensor_core_peak():
+    bf16 = Work(flops=2 * 8192**3, math=Math.BF16_TENSOR)
+    shown = throughput(bf16, median_us=2000.0, device=H200)  # 549.8 TFLOPS
+    assert shown["tflops"] == "549.76"
+    assert float(shown["roofline_pct"]) == pytest.approx(55.6, abs=0.05)
 
 
 def test_with_both_the_binding_roof_counts():

@@ -24,6 +24,7 @@ NEEDS_SM90 = {  # KERNELS.md's require_sm(9,0) rows: not expressible on sm_80
     "programming_model.cluster_reduce",
     "programming_model.cluster_dsmem_exchange",
 }
+ARCH_SPECIFIC = {"async_hopper.wgmma_ws_gemm": "sm_90a"}  # wgmma: that target and no other
 
 
 def _options(target, kernels_root, tmp_path, execute=True):
@@ -45,11 +46,14 @@ def test_chapter_kernels_compile_for_every_target(matrix, toolchain, tmp_path, t
     assert result.ok
     for cell in result.cells:
         unsupported = target_name == "sm_80" and cell.classname in NEEDS_SM90
+        unsupported |= ARCH_SPECIFIC.get(cell.classname, target_name) != target_name
         if unsupported:
             assert cell.skip_reason is SkipReason.TARGET_UNSUPPORTED, cell
         elif cell.name.startswith("compile["):
             assert cell.outcome is Outcome.PASSED, cell.message
             assert int(cell.properties["spill_bytes"]) == 0, cell.classname
+            if cell.classname in ARCH_SPECIFIC:
+                assert int(cell.properties["sass_HGMMA"]) > 0
         else:
             assert cell.skip_reason is SkipReason.NO_DEVICE, cell
             assert cell.properties["device"] == "none"
@@ -75,6 +79,21 @@ def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted,
     # 7 good kernels x (compile + cases) + 1 broken spec: none lost, none doubled
     assert len(result.cells) == len(outcome) == 23
     assert not result.ok
+
+
+def test_a_build_without_the_opcode_its_spec_demands_fails_compile(
+    matrix, toolchain, planted, tmp_path
+):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    demand = '    work=lambda case: Work(bytes=8 * case.params["n"]),\n'
+    text = spec.read_text()
+    assert demand in text
+    spec.write_text(text.replace(demand, demand + '    sass_must_contain=("HGMMA",),\n'))
+    target = matrix.targets["sm_90a"]
+    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    (cell,) = [c for c in result.cells if c.classname == "planted.add_one" and "compile" in c.name]
+    assert cell.outcome is Outcome.FAILED and cell.properties["sass_HGMMA"] == "0"
+    assert "the sm_90a SASS has no HGMMA" in cell.message
 
 
 def test_a_device_that_cannot_run_the_target_skips_it(matrix, toolchain, planted, tmp_path):
@@ -134,7 +153,7 @@ def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
     bad.write_text("targets: {}\n")
     broken = _cli("compile", "--matrix", str(bad), cwd=ROOT)
     assert broken.returncode == 2
-    assert f"{bad}:1: matrix: missing devices, timing, toolkits" in broken.stderr
+    assert f"{bad}:1: matrix: missing devices, sanitize, timing, toolkits" in broken.stderr
 
 
 def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, tmp_path):

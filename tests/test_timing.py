@@ -45,6 +45,17 @@ class FakeBuffer:
         self.fills += 1
 
 
+class FakeGate:
+    def __init__(self, log=None):
+        self.log = log if log is not None else []
+
+    def hold(self, stream):
+        self.log.append("hold")
+
+    def release(self):
+        self.log.append("release")
+
+
 DEFAULTS = TimingDefaults(
     warmup_runs=2,
     min_samples=10,
@@ -58,7 +69,9 @@ DEFAULTS = TimingDefaults(
 def test_stops_at_min_samples_once_quiet():
     flush = FakeBuffer()
     runs = []
-    timing = measure(lambda: runs.append(1), lambda: None, FakeStream([1.0] * 100), flush, DEFAULTS)
+    timing = measure(
+        lambda: runs.append(1), lambda: None, FakeStream([1.0] * 100), flush, FakeGate(), DEFAULTS
+    )
     assert len(timing.samples_us) == 10 and timing.converged
     assert timing.median_us == pytest.approx(1000.0)
     assert flush.fills == 10  # L2 flushed before every sample
@@ -67,7 +80,9 @@ def test_stops_at_min_samples_once_quiet():
 
 def test_noisy_samples_run_to_max_samples_and_say_so():
     noisy = [1.0, 1.2] * 100
-    timing = measure(lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), DEFAULTS)
+    timing = measure(
+        lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), FakeGate(), DEFAULTS
+    )
     assert len(timing.samples_us) == 50 and not timing.converged
     assert timing.noise_pct > 5
 
@@ -75,8 +90,57 @@ def test_noisy_samples_run_to_max_samples_and_say_so():
 def test_budget_stops_a_slow_case():
     defaults = TimingDefaults(1, 10, 500, 0.5, budget_s=0.0, case_timeout_s=60)
     noisy = [1.0, 1.2] * 300
-    timing = measure(lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), defaults)
+    timing = measure(
+        lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), FakeGate(), defaults
+    )
     assert len(timing.samples_us) == 2
+
+
+class LoggingStream(FakeStream):
+    def __init__(self, log):
+        super().__init__([1.0] * 100)
+        self.log = log
+
+    def record(self, options=None):
+        self.log.append("event")
+        return super().record(options)
+
+
+class LoggingBuffer(FakeBuffer):
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def fill(self, value, stream):
+        self.log.append("flush")
+
+
+def test_each_sample_is_enqueued_whole_behind_the_gate_before_it_opens():
+    log = []
+    measure(
+        lambda: log.append("run"),
+        lambda: log.append("reset"),
+        LoggingStream(log),
+        LoggingBuffer(log),
+        FakeGate(log),
+        DEFAULTS,
+    )
+    warmup = ["reset", "run"] * DEFAULTS.warmup_runs
+    sample = ["reset", "hold", "flush", "event", "run", "event", "release"]
+    assert log == warmup + sample * DEFAULTS.min_samples
+
+
+def test_the_gate_opens_even_when_the_run_raises():
+    log = []
+    calls = iter([None, None, RuntimeError("launch failed")])
+
+    def run():
+        if isinstance(error := next(calls), Exception):
+            raise error
+
+    with pytest.raises(RuntimeError, match="launch failed"):
+        measure(run, lambda: None, FakeStream([1.0] * 10), FakeBuffer(), FakeGate(log), DEFAULTS)
+    assert log == ["hold", "release"]
 
 
 def test_summary_percentiles():

@@ -30,6 +30,7 @@ from harness.spec import (
     Tolerance,
     Work,
 )
+from harness.vendor import torch_matmul
 
 TILE = 128  # BM = BN in the .cu
 THREADS = 256
@@ -108,4 +109,5 @@ SPEC = KernelSpec(
     reference=reference,
     work=work,
     requires=RequireSm(8, 0),
+    vendor=torch_matmul("a", "b"),  # cuBLAS fp32 SGEMM, TF32 off
 )

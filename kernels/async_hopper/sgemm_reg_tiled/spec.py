@@ -26,6 +26,7 @@ from harness.spec import (
     Tolerance,
     Work,
 )
+from harness.vendor import torch_matmul
 
 TILE = 128  # BM = BN in the .cu
 THREADS = 256
@@ -95,4 +96,5 @@ SPEC = KernelSpec(
     reference=reference,
     work=work,
     requires=None,
+    vendor=torch_matmul("a", "b"),  # cuBLAS fp32 SGEMM, TF32 off
 )
