@@ -6,8 +6,9 @@ out[i] = sum(x[32w : min(32w + 32, n)]) for w = i // 32, so the check proves tha
 hold the sum. Partial last warp: lanes past n contribute 0 and still take part in the
 full-mask shuffles (a shrunken mask would leave some in-range lanes' xor partners outside it).
 
-Warp w covers elements [32w, 32w + 32) because the block size (256) is a multiple of 32.
-Bandwidth is reported (x read once, out written once), but the point is the butterfly.
+Each warp reduces 8 consecutive groups of 32, loading all 8 before the first shuffle, so that
+enough loads are in flight to keep HBM busy (the .cu says why). Bandwidth is reported (x read
+once, out written once), but the point is the butterfly.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness.spec import (
 )
 
 THREADS = 256  # kThreads in the .cu; a multiple of 32
+GROUPS = 8  # kGroups in the .cu: 32-element groups per warp
 # Inputs are uniform in [-1, 1), so a warp's sum of |x| is at most 32. Each of the five butterfly
 # levels rounds once, so the float32 result is within 5 * 2^-24 * 32 < 1e-5 of the exact sum:
 # CONTRACT's atol of 1e-4 covers it, including sums that cancel to near zero.
@@ -37,11 +39,11 @@ TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 CASES = (
     # 128 MiB read + 128 MiB written.
     Case("n33554432", {"n": 1 << 25}, tolerance=TOLERANCE),
-    # 1000003 = 32 * 31250 + 3: a last warp of 3 lanes inside a block that also has 5 empty warps.
+    # 1000003 = 32 * 31250 + 3: a last group of 3 lanes; its warp's last 5 groups are past n.
     Case("n1000003", {"n": 1_000_003}, tolerance=TOLERANCE),
-    # One full warp and a second warp with a single lane.
+    # One full group and a second group with a single lane, in one warp.
     Case("n33", {"n": 33}, tolerance=TOLERANCE),
-    # A single element: the sum of a one-lane warp is that element.
+    # A single element: the sum of a one-lane group is that element.
     Case("n1", {"n": 1}, tolerance=TOLERANCE),
 )
 
@@ -58,7 +60,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
     x = rng.uniform(-1.0, 1.0, n).astype(np.float32)  # both signs: sums may cancel
     launch = Launch(
         entry="warp_allreduce_xor",
-        grid=(-(-n // THREADS), 1, 1),
+        grid=(-(-n // (THREADS * GROUPS)), 1, 1),
         block=(THREADS, 1, 1),
         args=(Buf("x"), Buf("out"), Scalar(np.int32(n))),
     )
