@@ -70,10 +70,6 @@ def _columns(report_set: ReportSet) -> list[_Column]:
     return sorted(columns.values(), key=lambda c: (_target_order(c.target), c.runner))
 
 
-def _case(cell: MergedCell) -> str:
-    return re.sub(r"\[[^\]]*\]$", "", cell.name)
-
-
 def _status(report_set: ReportSet) -> str:
     counts = Counter(cell.outcome for cell in report_set.cells)
     bad = [f"{counts[o]} {o}" for o in ("failed", "error") if counts[o]]
@@ -172,7 +168,7 @@ def _grid(report_set: ReportSet, columns: list[_Column]) -> str:
     tree: dict[str, dict[str, dict[str, dict[str, list[int]]]]] = {}
     for index, cell in enumerate(report_set.cells):
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
-        cases.setdefault(_case(cell), {}).setdefault(cell.column, []).append(index)
+        cases.setdefault(cell.case, {}).setdefault(cell.column, []).append(index)
     never = set(report_set.never_ran())
     width = len(columns) + 1
     head = "".join(_column_head(c) for c in columns)

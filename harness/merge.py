@@ -9,6 +9,7 @@ passed.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ class MergedCell:
     runner: str
     device: str  # GPU name, or "none"
     classname: str  # <chapter>.<kernel>
-    name: str  # <case>[<target>] or compile[<target>]
+    name: str  # <case>[<target>], compile[<target>], or <case>[<target>]:<tool> (sanitize)
     outcome: str  # passed, failed, error, skipped
     skip_reason: str | None
     message: str
@@ -41,6 +42,11 @@ class MergedCell:
     @property
     def kernel(self) -> str:
         return self.classname.split(".", 1)[-1]
+
+    @property
+    def case(self) -> str:
+        """The name without its target, the same in every column: `n1`, `n1:memcheck`."""
+        return re.sub(r"\[[^\]]*\]", "", self.name, count=1)
 
     @property
     def column(self) -> str:

@@ -5,17 +5,12 @@ A skipped cell never reads as green: it shows its reason.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from harness.history import Verdict
 from harness.merge import MergedCell, ReportSet
 
 MARK = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error"}
-
-
-def _case(cell: MergedCell) -> str:
-    return re.sub(r"\[[^\]]*\]$", "", cell.name)
 
 
 def _shown(cell: MergedCell) -> str:
@@ -76,7 +71,7 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
     chapters: dict[str, dict[tuple[str, str], dict[str, MergedCell]]] = {}
     for cell in report_set.cells:
         rows = chapters.setdefault(cell.chapter, {})
-        rows.setdefault((cell.kernel, _case(cell)), {})[cell.column] = cell
+        rows.setdefault((cell.kernel, cell.case), {})[cell.column] = cell
     for chapter in sorted(chapters):
         lines += ["", f"## {chapter}", ""]
         lines.append("| kernel | case | " + " | ".join(columns) + " |")

@@ -13,7 +13,7 @@ from lxml import etree
 
 from harness.device import NoDevice
 from harness.history import History
-from harness.merge import load_reports, write_merged_xml
+from harness.merge import MergedCell, load_reports, write_merged_xml
 from harness.run import RunOptions, run_target
 from harness.summary import render_summary
 from tests.conftest import ROOT
@@ -148,3 +148,18 @@ def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
     strict = _report(cpu_report, "--out", tmp_path, "--db", tmp_path / "h.sqlite", "--strict")
     assert strict.returncode == 1
     assert "async_hopper.tma_add_one never ran on any target" in strict.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "case"),
+    [
+        ("m4096_n4096_k4096[sm_90a]", "m4096_n4096_k4096"),
+        ("compile[sm_80]", "compile"),
+        ("n1[sm_90a]:memcheck", "n1:memcheck"),  # a sanitize cell keeps its tool
+    ],
+)
+def test_a_cell_reads_as_the_same_case_in_every_column(name, case):
+    cell = MergedCell(
+        "suite", "sm_90a", "h200", "NVIDIA H200", "ch.k", name, "passed", None, "", {}, ()
+    )
+    assert cell.case == case
