@@ -21,8 +21,9 @@ from harness.kernels import Kernel
 from harness.launcher import CudaError, Module, Workspace
 from harness.matrix import Target, TimingDefaults
 from harness.roofline import timing_properties
-from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef, Vendor, Work
+from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef
 from harness.timing import StreamGate, Timing, measure
+from harness.vendor import measure_vendor
 from harness.verify import SpecError, check_reference_fits, compare, unchanged
 
 
@@ -104,21 +105,25 @@ class GpuRuntime:
                 seen = workspace.problem.case_seen_by(case)
                 work = _spec_step("work", kernel.spec.work, seen)
                 timing_started = time.monotonic()
-                timing = measure(
-                    workspace.run,
-                    workspace.reset_scratch,
-                    self.stream,
-                    self.flush,
-                    self.gate,
-                    self.timing,
-                )
+                timing = self._measure(workspace.run, workspace.reset_scratch)
                 cell.samples_us = timing.samples_us
                 cell.properties.update(timing_properties(timing, work, self.info))
                 cell.properties["timing_wall_s"] = f"{time.monotonic() - timing_started:.3f}"
                 if kernel.spec.vendor:
-                    inputs = workspace.problem.inputs
-                    vendor = self._vendor(kernel.spec.vendor, seen, inputs, timing, work)
-                    cell.properties.update(vendor)
+                    stream = StreamRef(int(self.stream.handle), self.info.ordinal)
+                    cell.properties.update(
+                        _spec_step(
+                            "vendor",
+                            measure_vendor,
+                            kernel.spec.vendor,
+                            seen,
+                            workspace.problem.inputs,
+                            stream,
+                            lambda run: self._measure(run, lambda: None),
+                            timing,
+                            work,
+                        )
+                    )
         except _SpecFailure as failure:
             if isinstance(failure.error, DeviceUnsupported):
                 cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
@@ -149,37 +154,8 @@ class GpuRuntime:
         cell.seconds = time.monotonic() - started
         return cell, healthy
 
-    def _vendor(self, vendor: Vendor, case: Case, inputs, kernel: Timing, work: Work):
-        """The vendor library's time for the same case, by the same protocol as the kernel's.
-
-        vendor_ratio = vendor time / kernel time: the kernel's share of the vendor's throughput.
-        """
-        stream = StreamRef(int(self.stream.handle), self.info.ordinal)
-        try:
-            run = vendor.prepare(case, inputs, stream)
-        except ImportError as error:
-            return {"vendor": vendor.library, "vendor_unavailable": str(error)}
-        except Exception as error:  # the spec's vendor call is the spec's
-            raise _SpecFailure("vendor prepare", error) from error
-        timing = _spec_step(
-            "vendor run",
-            measure,
-            run,
-            lambda: None,
-            self.stream,
-            self.flush,
-            self.gate,
-            self.timing,
-        )
-        shown = {
-            "vendor": vendor.library,
-            "vendor_time_median_us": f"{timing.median_us:.3f}",
-            "vendor_noise_pct": f"{timing.noise_pct:.3f}",
-            "vendor_ratio": f"{timing.median_us / kernel.median_us:.3f}",
-        }
-        if work.flops:
-            shown["vendor_tflops"] = f"{work.flops / timing.median_us / 1e6:.2f}"
-        return shown
+    def _measure(self, run, before_each) -> Timing:
+        return measure(run, before_each, self.stream, self.flush, self.gate, self.timing)
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:

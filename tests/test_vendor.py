@@ -1,0 +1,70 @@
+"""The vendor baseline around a kernel's timing: its properties, and a library that is absent."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from harness.spec import Case, StreamRef, Vendor, Work
+from harness.timing import summarize
+from harness.vendor import measure_vendor, torch_matmul
+
+CASE = Case("m4_n4_k4", {"M": 4, "N": 4, "K": 4})
+INPUTS = {"a": np.ones((4, 4), np.float32), "b": np.ones((4, 4), np.float32)}
+STREAM = StreamRef(handle=0, device=0)
+KERNEL = summarize([200.0] * 10, 0.5)  # the kernel's own timing: 200 us
+
+
+def _measured_at(median_us: float):
+    runs = []
+
+    def measure(run):
+        run()
+        runs.append(run)
+        return summarize([median_us] * 10, 0.5)
+
+    return measure, runs
+
+
+def test_the_vendor_is_timed_by_the_given_protocol_and_compared_with_the_kernel():
+    enqueued = []
+    vendor = Vendor("lib.gemm", lambda case, inputs, stream: lambda: enqueued.append(case.name))
+    measure, runs = _measured_at(250.0)
+    shown = measure_vendor(vendor, CASE, INPUTS, STREAM, measure, KERNEL, Work(flops=10**9))
+    assert enqueued == ["m4_n4_k4"] and len(runs) == 1
+    assert shown == {
+        "vendor": "lib.gemm",
+        "vendor_time_median_us": "250.000",
+        "vendor_noise_pct": "0.000",
+        "vendor_ratio": "1.250",  # the vendor took longer: the kernel is the faster
+        "vendor_tflops": "4.00",
+    }
+
+
+def test_a_library_that_is_not_installed_is_said_so_and_nothing_is_timed():
+    def prepare(case, inputs, stream):
+        raise ImportError("No module named 'torch'")
+
+    measure, runs = _measured_at(1.0)
+    shown = measure_vendor(Vendor("torch", prepare), CASE, INPUTS, STREAM, measure, KERNEL, Work())
+    assert shown == {"vendor": "torch", "vendor_unavailable": "No module named 'torch'"}
+    assert runs == []
+
+
+def test_a_broken_vendor_call_is_the_specs_error_and_propagates():
+    def prepare(case, inputs, stream):
+        return inputs["no_such_buffer"]
+
+    measure, _ = _measured_at(1.0)
+    with pytest.raises(KeyError, match="no_such_buffer"):
+        measure_vendor(Vendor("lib", prepare), CASE, INPUTS, STREAM, measure, KERNEL, Work())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
+def test_torch_matmul_without_torch_is_unavailable_not_an_error():
+    measure, runs = _measured_at(1.0)
+    shown = measure_vendor(torch_matmul("a", "b"), CASE, INPUTS, STREAM, measure, KERNEL, Work())
+    assert shown["vendor"] == "torch.matmul (cuBLAS)" and "torch" in shown["vendor_unavailable"]
+    assert runs == []
