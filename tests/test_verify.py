@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ml_dtypes import bfloat16
 
 from harness.spec import Tolerance
-from harness.verify import SpecError, check_reference_fits, compare, tolerance_for, unchanged
+from harness.verify import (
+    LOW_PRECISION,
+    SpecError,
+    check_reference_fits,
+    compare,
+    tolerance_for,
+    unchanged,
+)
 
 
 def test_matching_floats_within_tolerance_pass():
@@ -69,3 +77,16 @@ def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
         check_reference_fits(outputs, {"y": np.zeros((3, 4))})
     with pytest.raises(SpecError, match=r"reference returned \['z'\]"):
         check_reference_fits(outputs, {"z": np.zeros((3, 4), np.float32)})
+
+
+def test_bf16_outputs_compare_at_bf16_precision_and_name_the_bad_element():
+    expected = np.array([1.0, 2.0, 100.0, -3.0], np.float32).astype(bfloat16)
+    one_step_off = np.array([1.0078125, 2.0, 100.0, -3.0], np.float32).astype(bfloat16)
+    assert tolerance_for(expected.dtype) == LOW_PRECISION
+    assert compare("c", one_step_off, expected, None) is None  # one bf16 step at 1.0
+    wrong = np.array([1.0, 2.0, 108.0, -3.0], np.float32).astype(bfloat16)
+    message = compare("c", wrong, expected, None)
+    assert message.startswith("c: 1 of 4 elements differ (rtol 0.01, atol 0.01)")
+    assert "first at (2,)" in message
+    nan = np.full(4, np.nan, np.float32).astype(bfloat16)  # the harness's 0xFFFF poison
+    assert compare("c", nan, expected, None).startswith("c: 4 of 4 elements differ")
