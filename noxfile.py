@@ -28,8 +28,8 @@ from nox.virtualenv import PassthroughEnv
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits beside it
 
-from harness import images  # noqa: E402
-from harness.matrix import Target, load_matrix  # noqa: E402
+from harness.build import images  # noqa: E402
+from harness.build.matrix import Target, load_matrix  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 BACKENDS = ("auto", "host", "docker")

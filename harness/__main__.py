@@ -12,13 +12,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from harness.cells import Outcome
-from harness.compute_sanitizer import SanitizerMissing, find_compute_sanitizer
-from harness.device import NoDevice, probe
-from harness.matrix import Matrix, MatrixError, load_matrix
-from harness.run import RunOptions, RunResult, run_target
-from harness.sanitize import SanitizeOptions, sanitize_target
-from harness.toolchain import ToolchainError, find_toolchain
+from harness.build.matrix import MatrixError, load_matrix
+from harness.build.toolchain import ToolchainError, find_toolchain
+from harness.commands.sanitize import SanitizeOptions, sanitize_target
+from harness.commands.stage import RunResult
+from harness.commands.test import RunOptions, run_target
+from harness.provenance import current_commit
+from harness.result import Outcome
+from harness.run.device import NoDevice, probe
+from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sanitize":
         return _sanitize(args, matrix, targets[0], toolchain, device)
 
+    commit = current_commit(ROOT)
     ok = True
     for target in targets:
         options = RunOptions(
@@ -97,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
             execute=execute,
             select=args.select,
             runner=args.runner,
+            commit=commit,
         )
         result = run_target(matrix, options, toolchain, device)
-        _print_summary(matrix, result)
+        _print_summary(result)
         ok &= result.ok
     return 0 if ok else 1
 
@@ -121,16 +125,17 @@ def _sanitize(args, matrix, target, toolchain, device) -> int:
         cache_dir=args.cache,
         select=args.select,
         runner=args.runner,
+        commit=current_commit(ROOT),
     )
     tools = ", ".join(tool.value for tool in matrix.sanitize.tools)
     print(f"sanitize: {tools} over each kernel's smallest case")
     result = sanitize_target(matrix, options, toolchain, device, sanitizer)
-    _print_summary(matrix, result)
+    _print_summary(result)
     return 0 if result.ok else 1
 
 
 def _report(args) -> int:
-    from harness.publish import PublishOptions, current_commit, publish
+    from harness.report.publish import PublishOptions, publish
 
     try:
         matrix = load_matrix(args.matrix)
@@ -143,7 +148,7 @@ def _report(args) -> int:
         expected_targets=list(matrix.targets),
         out=args.out,
         database=args.db,
-        commit=args.commit or current_commit(ROOT),
+        commit=args.commit or current_commit(ROOT) or "unknown",
         baseline=args.baseline,
         max_slowdown_pct=args.max_slowdown,
         strict=args.strict,
@@ -157,7 +162,7 @@ def _report(args) -> int:
     return 1 if published.failures else 0
 
 
-def _print_summary(matrix: Matrix, result: RunResult) -> None:
+def _print_summary(result: RunResult) -> None:
     if result.compiled == 0 and result.cached:
         print(f"compile: nothing to do, {result.cached} binaries cached")
     else:
@@ -165,14 +170,16 @@ def _print_summary(matrix: Matrix, result: RunResult) -> None:
     for cell in result.cells:
         mark = cell.outcome.value.upper()
         line = f"  {mark:8} {cell.classname}::{cell.name}"
-        if "time_median_us" in cell.properties:
-            line += f"  {float(cell.properties['time_median_us']):.1f} us"
-            for key, unit in (("tflops", " TFLOPS"), ("gbytes_per_s", " GB/s")):
-                if key in cell.properties:
-                    line += f"  {cell.properties[key]}{unit}"
-            if "roofline_pct" in cell.properties:
-                line += f"  {cell.properties['roofline_pct']}% of roofline"
-            line += f"  [{cell.properties['binary']}]"
+        if cell.timing:
+            line += f"  {cell.timing.median_us:.1f} us"
+            rate = cell.throughput
+            if rate and rate.tflops is not None:
+                line += f"  {rate.tflops:.2f} TFLOPS"
+            if rate and rate.gbytes_per_s is not None:
+                line += f"  {rate.gbytes_per_s:.1f} GB/s"
+            if rate and rate.roofline_pct is not None:
+                line += f"  {rate.roofline_pct:.1f}% of roofline"
+            line += f"  [{cell.binary}]"
         elif cell.outcome is not Outcome.PASSED:
             line += f"  -- {cell.message}"
         print(line)

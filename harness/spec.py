@@ -16,6 +16,45 @@ if TYPE_CHECKING:  # the noxfile reads matrix.yaml through this package, before 
     import numpy as np
 
 Dim3 = tuple[int, int, int]
+INT32_MAX = 2**31 - 1
+
+
+def ceil_div(a: int, b: int) -> int:
+    """The number of b-sized pieces that cover a: blocks for n elements, tiles for a side."""
+    return -(-a // b)
+
+
+def grid_1d(n: int, per_block: int) -> Dim3:
+    """Enough blocks along x for n items, per_block items to a block."""
+    return (ceil_div(n, per_block), 1, 1)
+
+
+def grid_2d(cols: int, rows: int, tile_cols: int, tile_rows: int) -> Dim3:
+    """Blocks covering a rows x cols matrix with tile_rows x tile_cols tiles: x over columns,
+    y over rows."""
+    return (ceil_div(cols, tile_cols), ceil_div(rows, tile_rows), 1)
+
+
+def int32_extent(name: str, value: int, *, low: int = 1, headroom: int = 0) -> int:
+    """`value` as a size the kernel takes as a 32-bit int: low <= value <= INT32_MAX - headroom.
+
+    `headroom` is what the kernel adds to it in int arithmetic (a tile past the end, a halo), so
+    that no index it forms overflows. Raises ValueError naming the parameter otherwise.
+    """
+    value = int(value)
+    high = INT32_MAX - headroom
+    if not low <= value <= high:
+        extra = f" with {headroom} to spare" if headroom else ""
+        raise ValueError(
+            f"{name}={value}: the kernel takes {name} as a 32-bit int (needs {low} <= {name} "
+            f"<= {high}{extra})"
+        )
+    return value
+
+
+def int32_param(case: Case, name: str, *, low: int = 1, headroom: int = 0) -> int:
+    """case.params[name], checked by int32_extent."""
+    return int32_extent(name, case.params[name], low=low, headroom=headroom)
 
 
 @dataclass(frozen=True)
@@ -183,11 +222,15 @@ class Vendor:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    source: str  # the .cu file beside spec.py
-    cases: tuple[Case, ...]
-    setup: Callable[[Case, np.random.Generator, DeviceLimits], Problem]
-    reference: Callable[[Case, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
-    work: Callable[[Case], Work]
+    """Everything but `source` is given by keyword. `source` defaults to `<folder>.cu`."""
+
+    source: str = ""  # the .cu file beside spec.py; "" means <folder name>.cu
+    cases: tuple[Case, ...] = field(kw_only=True)
+    setup: Callable[[Case, np.random.Generator, DeviceLimits], Problem] = field(kw_only=True)
+    reference: Callable[[Case, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]] = field(
+        kw_only=True
+    )
+    work: Callable[[Case], Work] = field(kw_only=True)
     requires: Requirement | None = None  # None: any target
     vendor: Vendor | None = None
     # SASS opcodes the binary must contain (HGMMA for a wgmma kernel): a build without them

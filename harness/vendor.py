@@ -1,4 +1,5 @@
 """Vendor baselines a spec can declare: the library call that solves the same problem.
+(harness.run.vendor times them.)
 
 PyTorch is the one imported here, and only inside prepare(), in the GPU worker: a machine
 without it still runs every kernel, and its cells say the baseline is unavailable.
@@ -7,44 +8,10 @@ without it still runs every kernel, and its cells say the baseline is unavailabl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.spec import Case, StreamRef, Vendor, Work
-
-if TYPE_CHECKING:  # specs import this module; cuda-python stays out of their import
-    from harness.timing import Timing
-
-
-def measure_vendor(
-    vendor: Vendor,
-    case: Case,
-    inputs: Mapping[str, np.ndarray],
-    stream: StreamRef,
-    measure: Callable[[Callable[[], None]], Timing],
-    kernel: Timing,
-    work: Work,
-) -> dict[str, str]:
-    """The vendor library's time for the same case, by the protocol that timed the kernel.
-
-    vendor_ratio = vendor time / kernel time: above 1, the kernel is the faster. A library that
-    is not installed is said so; any other error is the spec's and propagates.
-    """
-    try:
-        run = vendor.prepare(case, inputs, stream)
-    except ImportError as error:
-        return {"vendor": vendor.library, "vendor_unavailable": str(error)}
-    timing = measure(run)
-    shown = {
-        "vendor": vendor.library,
-        "vendor_time_median_us": f"{timing.median_us:.3f}",
-        "vendor_noise_pct": f"{timing.noise_pct:.3f}",
-        "vendor_ratio": f"{timing.median_us / kernel.median_us:.3f}",
-    }
-    if work.flops:
-        shown["vendor_tflops"] = f"{work.flops / timing.median_us / 1e6:.2f}"
-    return shown
+from harness.spec import Case, StreamRef, Vendor
 
 
 def torch_matmul(a: str, b: str, *, b_is_n_by_k: bool = False) -> Vendor:

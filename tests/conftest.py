@@ -1,4 +1,5 @@
-"""Shared fixtures: the real matrix, the planted-kernel tree, and whether a GPU is here."""
+"""Shared fixtures: the real matrix, the planted-kernel tree, the compile cache, the book's list of
+chapter kernels, and whether a GPU is here."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
-from harness.device import DeviceInfo, probe
-from harness.matrix import load_matrix
+from harness.build.matrix import load_matrix
+from harness.build.toolchain import find_toolchain
+from harness.run.device import DeviceInfo, probe
 from harness.spec import DeviceLimits
-from harness.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "kernels"
 FAULTS = Path(__file__).resolve().parent / "fixtures" / "faults"  # kernels that break the GPU
+CORPUS = yaml.safe_load((ROOT / "kernels" / "KERNELS.yaml").read_text())  # classname -> facts
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +40,13 @@ def gpu(device) -> DeviceInfo:
     if not isinstance(device, DeviceInfo):
         pytest.skip(f"no-device: {device.reason}")
     return device
+
+
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory) -> Path:
+    """One compile cache for the whole suite: keyed by content, it serves every test that
+    compiles what another test compiled already."""
+    return tmp_path_factory.mktemp("compile-cache")
 
 
 @pytest.fixture

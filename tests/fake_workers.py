@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from harness.isolation import Reply
+from harness.run.pool import Reply
 
 
 def setup(tag):

@@ -9,9 +9,15 @@ import sys
 
 import pytest
 
-from harness.compile import Compiler, cache_key, check_sass, parse_ptxas
-from harness.kernels import discover
-from harness.toolchain import ToolchainError, find_toolchain
+from harness.build.compile import (
+    Compiler,
+    cache_key,
+    check_sass,
+    parse_ptxas,
+    toolkit_fingerprint,
+)
+from harness.build.kernels import discover
+from harness.build.toolchain import Toolchain, ToolchainError, find_toolchain
 from tests.conftest import PLANTED, ROOT
 
 
@@ -32,21 +38,51 @@ def test_compiles_every_target_then_serves_the_cache(matrix, toolchain, add_one,
     assert [r.binary for r in second] == [r.binary for r in first]
 
 
-def test_the_key_follows_source_flags_and_target(matrix, toolchain, add_one):
+def test_the_key_follows_source_and_target(matrix, add_one):
     sm80, sm90 = matrix.targets["sm_80"], matrix.targets["sm_90a"]
-    key = cache_key(add_one, sm90, toolchain)
-    assert key != cache_key(add_one, sm80, toolchain)
+    key = cache_key(add_one, sm90, "toolkit")
+    assert key != cache_key(add_one, sm80, "toolkit")
+    assert key != cache_key(add_one, sm90, "another toolkit")
     add_one.source.write_text(add_one.source.read_text() + "\n// edited\n")
-    assert cache_key(add_one, sm90, toolchain) != key
+    assert cache_key(add_one, sm90, "toolkit") != key
 
 
-def test_an_edited_header_changes_the_key(matrix, toolchain, add_one):
+def test_an_edited_header_changes_the_key(matrix, add_one):
+    """A project header beside the kernel, and one its chapter shares, both count."""
     header = add_one.folder / "helper.cuh"
-    header.write_text("#define ONE 1.0f\n")
+    header.write_text('#include "../shared.cuh"\n#define ONE 1.0f\n')
+    shared = add_one.folder.parent / "shared.cuh"
+    shared.write_text("#define TWO 2.0f\n")
     add_one.source.write_text('#include "helper.cuh"\n' + add_one.source.read_text())
-    key = cache_key(add_one, matrix.targets["sm_90a"], toolchain)
-    header.write_text("#define ONE 2.0f\n")
-    assert cache_key(add_one, matrix.targets["sm_90a"], toolchain) != key
+    keys = [cache_key(add_one, matrix.targets["sm_90a"], "toolkit")]
+    header.write_text('#include "../shared.cuh"\n#define ONE 3.0f\n')
+    keys.append(cache_key(add_one, matrix.targets["sm_90a"], "toolkit"))
+    shared.write_text("#define TWO 4.0f\n")
+    keys.append(cache_key(add_one, matrix.targets["sm_90a"], "toolkit"))
+    assert len(set(keys)) == 3
+
+
+def test_the_toolkit_fingerprint_follows_its_headers_env_flags_and_host_compiler(tmp_path):
+    """What the angle brackets reach (CCCL, cooperative_groups), what nvcc reads from the
+    environment, and the host compiler's version all change every binary."""
+    bin_dir, include = tmp_path / "cuda" / "bin", tmp_path / "cuda" / "include" / "cuda"
+    bin_dir.mkdir(parents=True)
+    include.mkdir(parents=True)
+    (include / "pipeline").write_text("// libcu++ 3.0\n")
+    compiler = tmp_path / "g++"
+    compiler.write_text("#!/bin/sh\necho 'g++ (Debian 12.2.0-14) 12.2.0'\n")
+    compiler.chmod(0o755)
+    toolchain = Toolchain(bin_dir / "nvcc", "13.0.88", "test")
+    env = {"NVCC_CCBIN": str(compiler)}
+    prints = {toolkit_fingerprint(toolchain, env)}
+    (include / "pipeline").write_text("// libcu++ 3.1\n")
+    prints.add(toolkit_fingerprint(toolchain, env))
+    prints.add(toolkit_fingerprint(toolchain, {**env, "NVCC_APPEND_FLAGS": "-DNDEBUG"}))
+    prints.add(toolkit_fingerprint(toolchain, {**env, "NVCC_PREPEND_FLAGS": "-G"}))
+    compiler.write_text("#!/bin/sh\necho 'g++ (Debian 13.1.0-1) 13.1.0'\n")
+    prints.add(toolkit_fingerprint(toolchain, env))
+    assert len(prints) == 5
+    assert toolkit_fingerprint(toolchain, env) in prints  # and it is stable
 
 
 def test_a_tampered_cache_entry_is_rebuilt(matrix, toolchain, add_one, tmp_path):
@@ -93,7 +129,7 @@ def test_nvcc_can_be_named_and_a_missing_one_is_explained(tmp_path, monkeypatch)
     assert named.version == "12.8.93" and named.release == "12.8" and named.origin == "$NVCC"
     with pytest.raises(ToolchainError, match=r"\$NVCC is .*missing, which is not an executable"):
         find_toolchain({"NVCC": str(tmp_path / "missing")})
-    monkeypatch.setattr("harness.toolchain._wheel_nvcc", lambda: None)
+    monkeypatch.setattr("harness.build.toolchain._wheel_nvcc", lambda: None)
     with pytest.raises(ToolchainError, match=r"no nvcc found.*set NVCC="):
         find_toolchain({"CUDA_HOME": str(tmp_path), "PATH": os.devnull})
 
@@ -125,9 +161,9 @@ def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):
 
 def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
     script = (
-        "import sys; from pathlib import Path; from harness.compile import Compiler; "
-        "from harness.kernels import discover; from harness.matrix import load_matrix; "
-        "from harness.toolchain import find_toolchain; "
+        "import sys; from pathlib import Path; from harness.build.compile import Compiler; "
+        "from harness.build.kernels import discover; from harness.build.matrix import load_matrix; "
+        "from harness.build.toolchain import find_toolchain; "
         f"k = {{k.name: k for k in discover(Path({str(PLANTED)!r}))}}['add_one']; "
         "m = load_matrix(Path('matrix.yaml')); "
         f"r = Compiler(find_toolchain(), Path({str(tmp_path / 'shared')!r}))"

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.dashboard import render_dashboard
-from harness.merge import MergedCell, ReportSet, load_reports
+from harness.report.dashboard import render_dashboard
+from harness.report.junit import properties_of
+from harness.report.merge import ReportSet, load_reports
+from harness.result import Cell, Outcome, Report, SkipReason, Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "docs" / "reports" / "h200"
@@ -38,16 +40,26 @@ def _h200() -> ReportSet:
     return load_reports(sorted(H200.glob("junit-*.xml")), ["sm_80", "sm_90a", "sm_100a"])
 
 
-def _cell(**changes) -> MergedCell:
+def _cell(**changes) -> Cell:
     """A passed sm_90a run cell of the H200 reports, with `changes` (robust to new fields)."""
     base = next(c for c in _h200().cells if c.target == "sm_90a" and c.median_us)
     defaults = {
-        "classname": "reduce.warp_sum",
-        "name": "4096[sm_90a]",
-        "properties": {"time_median_us": "12.5"},
-        "samples_us": (12.0, 12.5, 13.0),
+        "chapter": "reduce",
+        "kernel": "warp_sum",
+        "case": "4096",
+        "timing": Timing(12.5, 12.0, 13.0, 3.3, (12.0, 12.5, 13.0)),
     }
     return dataclasses.replace(base, **{**defaults, **changes})
+
+
+def _set(cells: list[Cell], **fields) -> ReportSet:
+    """The cells as the reports of one runner, one per target."""
+    reports: dict[str, Report] = {}
+    for cell in cells:
+        suite = f"cuda-matrix.{cell.target}.{cell.runner}"
+        reports.setdefault(cell.target, Report(suite, cell.target, cell.provenance))
+        reports[cell.target].cells.append(cell)
+    return ReportSet(reports=list(reports.values()), **fields)
 
 
 def _cell_tags(page: str) -> list[str]:
@@ -55,15 +67,15 @@ def _cell_tags(page: str) -> list[str]:
 
 
 def test_text_from_reports_is_escaped_in_grid_header_and_data():
-    report_set = ReportSet(
-        cells=[
+    report_set = _set(
+        [
             _cell(
-                classname="reduce.k<b>",
-                name="big&small[sm_90a]",
-                outcome="failed",
+                kernel="k<b>",
+                case="big&small",
+                outcome=Outcome.FAILED,
                 message=NASTY,
                 detail=NASTY,
-                properties={"note": NASTY},
+                binary=NASTY,
             )
         ],
         problems=[f"junit-x.xml: {NASTY}"],
@@ -81,20 +93,20 @@ def test_text_from_reports_is_escaped_in_grid_header_and_data():
     blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
     records = json.loads(blob.group(1))
     assert records[0]["message"] == NASTY and records[0]["detail"] == NASTY
+    assert records[0]["properties"]["binary"] == NASTY
 
 
 def test_skipped_cell_never_gets_the_passed_style():
-    report_set = ReportSet(
-        cells=[
+    report_set = _set(
+        [
             _cell(),
             _cell(
-                name="4096[sm_100a]",
                 target="sm_100a",
-                outcome="skipped",
-                skip_reason="no-device",
+                outcome=Outcome.SKIPPED,
+                skip_reason=SkipReason.NO_DEVICE,
                 message="no-device: no CUDA device visible",
-                properties={},
-                samples_us=(),
+                timing=None,
+                throughput=None,
             ),
         ]
     )
@@ -106,7 +118,7 @@ def test_skipped_cell_never_gets_the_passed_style():
 
 
 def test_missing_target_is_a_column_marked_missing_and_not_ok():
-    report_set = ReportSet(cells=[_cell()], missing_targets=["sm_100a"])
+    report_set = _set([_cell()], missing_targets=["sm_100a"])
     page = render_dashboard(report_set, {})
     assert re.search(r'<th class="col missing" data-target="sm_100a">', page)
     assert 'class="slot missing"' in page
@@ -115,8 +127,10 @@ def test_missing_target_is_a_column_marked_missing_and_not_ok():
 
 
 def test_never_ran_kernel_is_flagged():
-    skipped = _cell(outcome="skipped", skip_reason="no-device", properties={}, samples_us=())
-    page = render_dashboard(ReportSet(cells=[skipped]), {})
+    skipped = _cell(
+        outcome=Outcome.SKIPPED, skip_reason=SkipReason.NO_DEVICE, timing=None, throughput=None
+    )
+    page = render_dashboard(_set([skipped]), {})
     assert 'id="never-ran"' in page and "reduce.warp_sum" in page
     assert '<span class="flag">never ran</span>' in page
     assert 'class="status ok"' not in page
@@ -157,22 +171,26 @@ def test_dashboard_in_chromium(browser, tmp_path):
     report_set = _h200()
     assert not report_set.problems and report_set.cells
     # Counts come from the kept reports (they are refreshed now and then), not from constants.
-    timed = next(c for c in report_set.cells if c.target == "sm_90a" and len(c.samples_us) > 100)
+    timed = next(
+        c for c in report_set.cells if c.target == "sm_90a" and c.timing and c.timing.samples > 100
+    )
     failing = dataclasses.replace(
         timed,
-        name="made_up_case[sm_90a]",
-        outcome="failed",
+        case="made_up_case",
+        outcome=Outcome.FAILED,
         message=FAILING_MESSAGE,
-        properties={"target": "sm_90a", "device": "NVIDIA H200", "binary": "sass", "seed": "42"},
-        samples_us=(),
+        seed=42,
+        timing=None,
+        throughput=None,
+        vendor=None,
         detail='Traceback (most recent call last):\n  File "verify.py"\nAssertionError: <x>',
     )
-    report_set.cells.append(failing)
+    next(r for r in report_set.reports if r.target == "sm_90a").cells.append(failing)
     total = len(report_set.cells)
-    n_skipped = sum(c.outcome == "skipped" for c in report_set.cells)
+    n_skipped = sum(c.outcome is Outcome.SKIPPED for c in report_set.cells)
     n_sm80 = sum(c.target == "sm_80" for c in report_set.cells)
     assert n_skipped and n_sm80
-    median = float(timed.properties["time_median_us"])
+    median = timed.timing.median_us
     trend_key = (timed.column, timed.classname, timed.name)
     history = [("a1b2c3d", 1.04), ("e4f5a6b", 1.02), ("0c9d8e7", 0.97), ("f00dfee", 1.01)]
     trends = {trend_key: [(run, median * factor) for run, factor in history]}
@@ -221,7 +239,7 @@ def test_dashboard_in_chromium(browser, tmp_path):
     assert f"{timed.classname} {timed.name}" in details.locator("#details-title").inner_text()
     props = details.locator("#details-props")
     median_row = props.locator('tr[data-key="time_median_us"] td').inner_text()
-    assert median_row == timed.properties["time_median_us"]
+    assert median_row == properties_of(timed)["time_median_us"]
     assert props.locator('tr[data-key="gbytes_per_s"]').count() == 1
     bars = details.locator("#details-hist rect")
     assert bars.count() > 5

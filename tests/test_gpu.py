@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from harness.cells import Outcome
-from harness.compute_sanitizer import SanitizerMissing, find_compute_sanitizer
-from harness.run import RunOptions, run_target
-from harness.sanitize import SanitizeOptions, sanitize_target
+from harness.commands.sanitize import SanitizeOptions, sanitize_target
+from harness.commands.test import RunOptions, run_target
+from harness.result import Outcome
+from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED
 
 
@@ -26,7 +26,7 @@ def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
         runner="test",
     )
     result = run_target(matrix, options, toolchain, gpu)
-    return {(c.classname.split(".")[1], c.name.split("[")[0]): c for c in result.cells}
+    return {(c.kernel, c.case): c for c in result.cells}
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +37,10 @@ def cells(matrix, toolchain, gpu, tmp_path_factory):
 def test_a_correct_kernel_passes_with_timings(cells, gpu):
     cell = cells["add_one", "n1000"]
     assert cell.outcome is Outcome.PASSED, cell.message
-    assert cell.properties["binary"] == "sass"
-    assert float(cell.properties["time_median_us"]) > 0
-    assert int(cell.properties["samples"]) >= 2
-    assert cell.properties["device"] == gpu.name
+    assert cell.binary == "sass"
+    assert cell.timing.median_us > 0 and cell.timing.samples >= 2
+    assert cell.throughput.gbytes_per_s > 0
+    assert cell.provenance.device == gpu.name
 
 
 def test_a_wrong_kernel_fails_with_where_and_how_much(cells):
@@ -48,17 +48,13 @@ def test_a_wrong_kernel_fails_with_where_and_how_much(cells):
     assert cell.outcome is Outcome.FAILED
     assert "y: 10 of 1000 elements differ" in cell.message
     assert "first at (7,)" in cell.message and "max abs error 1" in cell.message
-    assert "time_median_us" not in cell.properties  # only passing cases are timed
+    assert cell.timing is None  # only passing cases are timed
 
 
 def test_a_reference_of_the_wrong_shape_is_a_spec_error(cells):
     cell = cells["bad_reference_shape", "n1000"]
     assert cell.outcome is Outcome.ERROR
     assert "planted.bad_reference_shape: reference 'y' is float32[1001]" in cell.message
-
-
-def test_a_cluster_kernel_reports_its_ranks(cells):
-    assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
 
 
 def test_dynamic_shared_memory_above_48_kb_is_opted_in(cells):
@@ -77,7 +73,7 @@ def test_sm80_runs_through_ptx_jit_on_a_newer_gpu(matrix, toolchain, gpu, plante
         pytest.skip("an sm_80 binary runs as SASS on CC 8.x")
     cells = _run(matrix, toolchain, gpu, [planted], tmp_path, target="sm_80")
     assert cells["add_one", "n1000"].outcome is Outcome.PASSED
-    assert cells["add_one", "n1000"].properties["binary"] == "ptx-jit"
+    assert cells["add_one", "n1000"].binary == "ptx-jit"
 
 
 def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
@@ -100,7 +96,7 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass
     assert cells["oob_write", "n1"].outcome is Outcome.FAILED
-    assert float(cells["oob_write", "n1"].properties["worker_start_s"]) > 0  # a fresh worker
+    assert cells["oob_write", "n1"].worker_start_s > 0  # a fresh worker
     assert cells["add_one", "n1000"].outcome is Outcome.PASSED, cells["add_one", "n1000"]
     assert cells["needs_sm90", "blocks8"].outcome is Outcome.PASSED
     assert elapsed < 120  # two 15 s timeouts, not a hung run
@@ -125,5 +121,5 @@ def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolcha
     for tool in matrix.sanitize.tools:
         cell = cells["planted.add_one", f"n1[sm_90a]:{tool.value}"]
         assert cell.outcome is Outcome.PASSED, (cell.message, cell.detail)
-        assert cell.properties["errors"] == "0" and cell.properties["case_outcome"] == "passed"
-        assert cell.properties["binary"] == "sass"
+        assert cell.sanitizer.errors == 0 and cell.sanitizer.case_outcome is Outcome.PASSED
+        assert cell.binary == "sass"

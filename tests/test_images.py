@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import images
-from harness.device import NoDevice
-from harness.run import RunOptions, run_target
+from harness.build import images
+from harness.commands.test import RunOptions, run_target
+from harness.report.merge import read_report
+from harness.result import Outcome
+from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
 NEW_TARGET = """  sm_120a:
@@ -134,44 +136,31 @@ def test_the_container_is_not_root_has_no_network_and_cannot_write_sources(built
 
 
 @needs_docker
-def test_compiling_in_the_image_gives_the_host_s_compile_cells(matrix, toolchain, built, tmp_path):
+def test_compiling_in_the_image_gives_the_host_s_compile_cells(
+    matrix, toolchain, built, compile_cache, tmp_path
+):
     image, _, _ = built
     mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
     mounts.prepare()
     command = images.harness_command(image, mounts, ["compile", "sm_90a"], gpu=False)
     inside = subprocess.run(command, capture_output=True, text=True)
     assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
-    in_container = json.loads((mounts.reports / "compile-sm_90a.json").read_text())
+    in_container = read_report(mounts.reports / "compile-sm_90a.xml")
     options = RunOptions(
         matrix.targets["sm_90a"],
         (ROOT / "kernels",),
         tmp_path / "host-reports",
-        tmp_path / "host-cache",
+        compile_cache,
         execute=False,
     )
     on_host = run_target(matrix, options, toolchain, NoDevice("compile only"))
 
     def cells(found):
-        return {
-            (c["classname"], c["name"]): (
-                c["outcome"],
-                c["properties"].get("registers"),
-                c["properties"].get("spill_bytes"),
-            )
-            for c in found
-        }
+        return {(c.classname, c.name): (c.outcome, c.compile.resources) for c in found}
 
-    host = cells(
-        {
-            "classname": c.classname,
-            "name": c.name,
-            "outcome": c.outcome.value,
-            "properties": c.properties,
-        }
-        for c in on_host.cells
-    )
-    assert cells(in_container["cells"]) == host
-    assert all(outcome == "passed" for outcome, _, _ in host.values())
+    host = cells(on_host.cells)
+    assert cells(in_container.cells) == host
+    assert all(outcome is Outcome.PASSED for outcome, _ in host.values())
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from harness.isolation import Fault, WorkerPool
+from harness.run.pool import Fault, WorkerPool
 from tests import fake_workers
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.matrix import ComputeCapability, MatrixError, load_matrix
+from harness.build.matrix import ComputeCapability, MatrixError, load_matrix
 from harness.spec import RequireArch, RequireSm
 from tests.conftest import ROOT
 

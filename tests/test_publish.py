@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.device import NoDevice
-from harness.history import History
-from harness.merge import MergedCell, load_reports, write_merged_xml
-from harness.run import RunOptions, run_target
-from harness.summary import render_summary
+from harness.commands.test import RunOptions, run_target
+from harness.report.history import History
+from harness.report.merge import load_reports, write_merged_xml
+from harness.report.summary import render_summary
+from harness.result import Cell, Outcome, Provenance
+from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
 KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -36,14 +37,14 @@ def _copy_kept(folder: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def cpu_report(matrix, toolchain, tmp_path_factory):
+def cpu_report(matrix, toolchain, compile_cache, tmp_path_factory):
     """A report made here, with no GPU: another runner of sm_90a beside the H200's."""
     folder = tmp_path_factory.mktemp("cpu")
     options = RunOptions(
         matrix.targets["sm_90a"],
         (ROOT / "kernels",),
         folder / "reports",
-        folder / "cache",
+        compile_cache,
         execute=True,
         runner="ci-cpu",
     )
@@ -92,9 +93,8 @@ def _slowed(folder: Path, factor: float) -> Path:
     xml = next(f for f in _copy_kept(folder) if f.name == "junit-sm_90a.xml")
     sidecar = json.loads(xml.with_suffix(".json").read_text())
     for cell in sidecar["cells"]:
-        if cell["name"] == "m4096_n4096_k4096_stages3[sm_90a]":
-            median = float(cell["properties"]["time_median_us"])
-            cell["properties"]["time_median_us"] = f"{median * factor:.3f}"
+        if cell["case"] == "m4096_n4096_k4096_stages3":
+            cell["timing"]["median_us"] *= factor
     xml.with_suffix(".json").write_text(json.dumps(sidecar))
     return xml
 
@@ -129,6 +129,7 @@ def test_the_report_command_writes_everything_and_fails_on_a_slowdown(tmp_path):
     kept = [c for f in KEPT for c in json.loads(f.with_suffix(".json").read_text())["cells"]]
     passed = sum(c["outcome"] == "passed" for c in kept)
     skipped = sum(c["outcome"] == "skipped" for c in kept)
+    runner = json.loads(KEPT[0].with_suffix(".json").read_text())["provenance"]["runner"]
     assert f"# CUDA matrix: {passed} passed, 0 failed, 0 error, {skipped} skipped" in first.stdout
     slowed = _slowed(tmp_path / "now", 1.10)
     args = ("--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
@@ -137,7 +138,7 @@ def test_the_report_command_writes_everything_and_fails_on_a_slowdown(tmp_path):
     assert "1 SLOWER" in judged.stdout and "Slower than the baseline" in judged.stdout
     failing = _report(slowed, *args, "--max-slowdown", "5")
     assert failing.returncode == 1
-    assert "m4096_n4096_k4096_stages3[sm_90a] on vm: 10.0 % slower" in failing.stderr
+    assert f"m4096_n4096_k4096_stages3[sm_90a] on {runner}: 10.0 % slower" in failing.stderr
     unknown = _report(slowed, "--out", out, "--db", db, "--baseline", "cccc")
     assert unknown.returncode == 1 and "baseline 'cccc' is not in" in unknown.stderr
 
@@ -151,15 +152,25 @@ def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("name", "case"),
+    ("case", "tool", "name", "row"),
     [
-        ("m4096_n4096_k4096[sm_90a]", "m4096_n4096_k4096"),
-        ("compile[sm_80]", "compile"),
-        ("n1[sm_90a]:memcheck", "n1:memcheck"),  # a sanitize cell keeps its tool
+        ("m4096_n4096_k4096", None, "m4096_n4096_k4096[sm_90a]", "m4096_n4096_k4096"),
+        ("compile", None, "compile[sm_90a]", "compile"),
+        ("n1", "memcheck", "n1[sm_90a]:memcheck", "n1:memcheck"),  # a sanitize cell: its tool
     ],
 )
-def test_a_cell_reads_as_the_same_case_in_every_column(name, case):
-    cell = MergedCell(
-        "suite", "sm_90a", "h200", "NVIDIA H200", "ch.k", name, "passed", None, "", {}, ()
-    )
-    assert cell.case == case
+def test_a_cell_reads_as_the_same_row_in_every_column(case, tool, name, row):
+    where = Provenance(runner="h200", device="NVIDIA H200")
+    cell = Cell("ch", "k", case, "sm_90a", where, Outcome.PASSED, tool=tool)
+    assert (cell.name, cell.row, cell.column) == (name, row, "sm_90a@h200")
+
+
+def test_a_report_of_the_first_schema_is_named_as_older_and_left_out(tmp_path):
+    """tests/fixtures/reports/schema1: the kept sm_100a report as the harness wrote it before
+    the result model (every number a string)."""
+    old = ROOT / "tests" / "fixtures" / "reports" / "schema1" / "junit-sm_100a.xml"
+    done = _report(old, *KEPT[:1], "--out", tmp_path, "--db", tmp_path / "h.sqlite")
+    assert done.returncode == 1
+    assert f"{old.with_suffix('.json')}: schema_version 1 is not 2.x" in done.stderr
+    assert "written by an older harness; run the matrix again" in done.stderr
+    assert "unreadable input" in (tmp_path / "summary.md").read_text()

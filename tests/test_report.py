@@ -2,47 +2,69 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
-from harness import report
-from harness.cells import Cell, Outcome, SkipReason, skipped
+from harness.report import junit
+from harness.report.merge import read_report
+from harness.result import (
+    SCHEMA_VERSION,
+    Cell,
+    CompileFacts,
+    Outcome,
+    Provenance,
+    Report,
+    ReportError,
+    Resources,
+    SkipReason,
+    Throughput,
+    Timing,
+)
 
 SCHEMA = etree.XMLSchema(
     etree.parse(str(Path(__file__).parent / "schemas" / "junit-properties.xsd"))
 )
-COMMON = {
-    "target": "sm_90a",
-    "device": "none",
-    "cc": "none",
-    "driver": "none",
-    "toolkit": "13.0.88",
-}
+WHERE = Provenance(runner="test", commit="abc123", toolkit="13.0.88")
 
 
 def _cells():
+    def cell(chapter, kernel, case, outcome, **fields):
+        return Cell(chapter, kernel, case, "sm_90a", WHERE, outcome, **fields)
+
+    resources = {"k": Resources(registers=40, smem_bytes=0, spill_bytes=0, stack_bytes=0)}
     return [
-        Cell(
-            "ch.k",
-            "compile[sm_90a]",
+        cell(
+            "ch",
+            "k",
+            "compile",
             Outcome.PASSED,
             detail="nvcc ... <log> & more",
             seconds=1.5,
-            properties={**COMMON, "registers": "40"},
+            compile=CompileFacts("arch=compute_90a,code=[sm_90a]", False, resources),
         ),
-        skipped("ch.k", "big[sm_90a]", SkipReason.NO_DEVICE, "no CUDA device visible", COMMON),
-        Cell(
-            "ch.k", "edge[sm_90a]", Outcome.FAILED, "y: 3 of 10 elements differ", properties=COMMON
+        cell(
+            "ch",
+            "k",
+            "big",
+            Outcome.SKIPPED,
+            skip_reason=SkipReason.NO_DEVICE,
+            message="no-device: no CUDA device visible",
         ),
-        Cell("ch.bad", "spec[sm_90a]", Outcome.ERROR, "spec.py: import failed", properties=COMMON),
+        cell("ch", "k", "edge", Outcome.FAILED, message="y: 3 of 10 elements differ"),
+        cell("ch", "bad", "spec", Outcome.ERROR, message="spec.py: import failed"),
     ]
 
 
+def _report(cells) -> Report:
+    return Report("cuda-matrix.sm_90a.test", "sm_90a", WHERE, cells)
+
+
 def test_xml_is_valid_and_keeps_every_cell(tmp_path):
-    files = report.report_files(tmp_path, "junit-sm_90a")
-    report.write(files, "cuda-matrix.sm_90a.test", {"target": "sm_90a"}, _cells())
+    files = junit.report_files(tmp_path, "junit-sm_90a")
+    junit.write(files, _report(_cells()))
     document = etree.parse(str(files.xml))
     SCHEMA.assertValid(document)
     suite = document.getroot()[0]
@@ -63,6 +85,8 @@ def test_xml_is_valid_and_keeps_every_cell(tmp_path):
     assert skip.get("type") == "no-device" and skip.get("message").startswith("no-device: ")
     props = {p.get("name"): p.get("value") for p in cases[0].find("properties")}
     assert props["registers"] == "40" and props["target"] == "sm_90a"
+    assert props["cached"] == "false" and props["commit"] == "abc123"
+    assert props["device"] == "none" and props["binary"] == "none"
     assert cases[0].find("system-out").text == "nvcc ... <log> & more"
 
 
@@ -71,3 +95,51 @@ def test_the_schema_rejects_what_jenkins_would(tmp_path):
     bad.write_text('<testsuites><testsuite name="s"><testcase name="x"/></testsuite></testsuites>')
     with pytest.raises(etree.DocumentInvalid):
         SCHEMA.assertValid(etree.parse(str(bad)))  # tests/failures/errors are required
+
+
+def test_a_timed_cell_shows_its_numbers_in_junit_and_keeps_them_as_numbers_in_json(tmp_path):
+    timing = Timing(
+        median_us=1433.04,
+        p10_us=1430.5,
+        p90_us=1440.25,
+        noise_pct=0.31,
+        samples_us=(1433.0, 1431.0, 1440.0),
+        sm_clock_mhz=1980,
+        wall_s=0.0214,
+    )
+    timed = Cell(
+        "ch",
+        "gemm",
+        "m8192",
+        "sm_90a",
+        WHERE,
+        Outcome.PASSED,
+        binary="sass",
+        seed=7,
+        timing=timing,
+        throughput=Throughput(tflops=767.26, roofline_pct=77.55),
+    )
+    shown = junit.properties_of(timed)
+    assert shown["time_median_us"] == "1433.040" and shown["samples"] == "3"
+    assert shown["tflops"] == "767.26" and shown["roofline_pct"] == "77.5"
+    assert shown["sm_clock_mhz"] == "1980" and shown["timing_wall_s"] == "0.021"
+    assert "gbytes_per_s" not in shown and "vendor" not in shown
+    files = junit.report_files(tmp_path, "junit-sm_90a")
+    junit.write(files, _report([timed]))
+    record = json.loads(files.json.read_text())
+    assert record["schema_version"] == SCHEMA_VERSION
+    assert record["cells"][0]["timing"]["median_us"] == 1433.04
+    assert record["cells"][0]["throughput"]["tflops"] == 767.26
+    assert read_report(files.xml).cells == [timed]  # the JSON reads back as the same cell
+
+
+def test_a_report_of_another_schema_is_refused_with_its_file_named(tmp_path):
+    files = junit.report_files(tmp_path, "junit-sm_90a")
+    junit.write(files, _report(_cells()))
+    old = json.loads(files.json.read_text())
+    old["schema_version"] = 1
+    files.json.write_text(json.dumps(old))
+    with pytest.raises(ReportError) as refused:
+        read_report(files.xml)
+    assert str(refused.value).startswith(f"{files.json}: schema_version 1 is not 2.x")
+    assert "older harness" in str(refused.value)

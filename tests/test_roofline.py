@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from harness.device import DeviceInfo
-from harness.matrix import ComputeCapability, DevicePeaks
-from harness.roofline import throughput
+from harness.build.matrix import ComputeCapability, DevicePeaks
+from harness.result import Throughput
+from harness.run.device import DeviceInfo
+from harness.run.throughput import throughput
 from harness.spec import Math, Work
 
 H200 = DeviceInfo(
@@ -26,28 +27,29 @@ H200 = DeviceInfo(
 
 def test_bytes_give_bandwidth_against_the_memory_peak():
     shown = throughput(Work(bytes=4_800_000_000), median_us=2_000, device=H200)  # 2 ms
-    assert shown == {"gbytes_per_s": "2400.0", "roofline_pct": "50.0"}
+    assert shown == Throughput(gbytes_per_s=pytest.approx(2400.0), roofline_pct=pytest.approx(50.0))
 
 
 def test_flops_give_tflops_against_the_compute_peak():
     shown = throughput(Work(flops=2 * 4096**3), median_us=3085.5, device=H200)
-    assert shown["tflops"] == "44.54"
-    assert float(shown["roofline_pct"]) == pytest.approx(66.6, abs=0.05)
+    assert shown.tflops == pytest.approx(44.54, abs=0.005) and shown.gbytes_per_s is None
+    assert shown.roofline_pct == pytest.approx(66.6, abs=0.05)
 
 
 def test_tensor_core_flops_count_against_the_tensor_core_peak():
     bf16 = Work(flops=2 * 8192**3, math=Math.BF16_TENSOR)
     shown = throughput(bf16, median_us=2000.0, device=H200)  # 549.8 TFLOPS
-    assert shown["tflops"] == "549.76"
-    assert float(shown["roofline_pct"]) == pytest.approx(55.6, abs=0.05)
+    assert shown.tflops == pytest.approx(549.76, abs=0.005)
+    assert shown.roofline_pct == pytest.approx(55.6, abs=0.05)
 
 
 def test_with_both_the_binding_roof_counts():
     gemm = Work(bytes=4 * 3 * 4096**2, flops=2 * 4096**3)
     shown = throughput(gemm, median_us=3085.5, device=H200)
-    assert float(shown["roofline_pct"]) == pytest.approx(66.6, abs=0.05)  # compute-bound
+    assert shown.roofline_pct == pytest.approx(66.6, abs=0.05)  # compute-bound
 
 
 def test_an_unlisted_device_gets_no_roofline():
     unknown = dataclasses.replace(H200, peaks=None)
-    assert "roofline_pct" not in throughput(Work(bytes=10**9), 1000.0, unknown)
+    shown = throughput(Work(bytes=10**9), 1000.0, unknown)
+    assert shown.roofline_pct is None and shown.gbytes_per_s == pytest.approx(1000.0)

@@ -10,61 +10,59 @@ from collections import Counter
 
 import pytest
 
-from harness.cells import Outcome, SkipReason
-from harness.device import DeviceInfo, NoDevice
-from harness.matrix import ComputeCapability
-from harness.run import RunOptions, run_target
-from tests.conftest import ROOT
-
-NEEDS_SM90 = {  # KERNELS.md's require_sm(9,0) rows: not expressible on sm_80
-    "async_hopper.tma_add_one",
-    "async_hopper.cluster_pair_sum",
-    "programming_model.cluster_static",
-    "programming_model.cluster_dynamic_launch",
-    "programming_model.cluster_reduce",
-    "programming_model.cluster_dsmem_exchange",
-}
-ARCH_SPECIFIC = {"async_hopper.wgmma_ws_gemm": "sm_90a"}  # wgmma: that target and no other
+from harness.build.kernels import discover
+from harness.build.matrix import ComputeCapability
+from harness.commands.test import RunOptions, run_target
+from harness.result import Outcome, SkipReason
+from harness.run.device import DeviceInfo, NoDevice
+from tests.conftest import CORPUS, ROOT
 
 
-def _options(target, kernels_root, tmp_path, execute=True):
+def _options(target, kernels_root, tmp_path, cache, execute=True):
     return RunOptions(
         target=target,
         kernels_roots=(kernels_root,),
         reports_dir=tmp_path / "reports",
-        cache_dir=tmp_path / "cache",
+        cache_dir=cache,
         execute=execute,
         runner="test",
     )
 
 
 @pytest.mark.parametrize("target_name", ["sm_80", "sm_90a", "sm_100a"])
-def test_chapter_kernels_compile_for_every_target(matrix, toolchain, tmp_path, target_name):
+def test_chapter_kernels_compile_for_every_target(
+    matrix, toolchain, compile_cache, tmp_path, target_name
+):
     target = matrix.targets[target_name]
     no_gpu = NoDevice("test")
-    result = run_target(matrix, _options(target, ROOT / "kernels", tmp_path), toolchain, no_gpu)
+    options = _options(target, ROOT / "kernels", tmp_path, compile_cache)
+    result = run_target(matrix, options, toolchain, no_gpu)
     assert result.ok
+    kernels = {k.classname: k for k in discover(ROOT / "kernels")}
     for cell in result.cells:
-        unsupported = target_name == "sm_80" and cell.classname in NEEDS_SM90
-        unsupported |= ARCH_SPECIFIC.get(cell.classname, target_name) != target_name
-        if unsupported:
+        if not target.expresses(kernels[cell.classname].spec.requires):
             assert cell.skip_reason is SkipReason.TARGET_UNSUPPORTED, cell
-        elif cell.name.startswith("compile["):
+        elif cell.case == "compile":
             assert cell.outcome is Outcome.PASSED, cell.message
-            assert int(cell.properties["spill_bytes"]) == 0, cell.classname
-            if cell.classname in ARCH_SPECIFIC:
-                assert int(cell.properties["sass_HGMMA"]) > 0
+            if cell.classname in CORPUS:  # the book's kernels do not spill
+                assert cell.compile.worst("spill_bytes") == 0, cell.classname
+            for opcode in kernels[cell.classname].spec.sass_must_contain:
+                assert cell.compile.sass_counts[opcode] > 0
         else:
             assert cell.skip_reason is SkipReason.NO_DEVICE, cell
-            assert cell.properties["device"] == "none"
-    again = run_target(matrix, _options(target, ROOT / "kernels", tmp_path), toolchain, no_gpu)
+            assert cell.provenance.device is None
+    assert {c.classname for c in result.cells} == set(kernels)  # every kernel has its cells
+    again = run_target(matrix, options, toolchain, no_gpu)
     assert again.compiled == 0 and again.cached == result.compiled + result.cached
     assert [c.name for c in again.cells] == [c.name for c in result.cells]
 
 
-def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted, tmp_path):
+def test_each_planted_fault_marks_only_its_own_cells(
+    matrix, toolchain, planted, compile_cache, tmp_path
+):
     target = matrix.targets["sm_80"]
-    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    options = _options(target, planted, tmp_path, compile_cache)
+    result = run_target(matrix, options, toolchain, NoDevice("test"))
     outcome = {(c.classname.split(".")[1], c.name): c for c in result.cells}
     assert outcome["spec_raises", "spec[sm_80]"].outcome is Outcome.ERROR
     assert "spec_raises/spec.py" in outcome["spec_raises", "spec[sm_80]"].message
@@ -82,7 +80,7 @@ def test_each_planted_fault_marks_only_its_own_cells(matrix, toolchain, planted,
 
 
 def test_a_build_without_the_opcode_its_spec_demands_fails_compile(
-    matrix, toolchain, planted, tmp_path
+    matrix, toolchain, planted, compile_cache, tmp_path
 ):
     spec = planted / "planted" / "add_one" / "spec.py"
     demand = '    work=lambda case: Work(bytes=8 * case.params["n"]),\n'
@@ -90,16 +88,20 @@ def test_a_build_without_the_opcode_its_spec_demands_fails_compile(
     assert demand in text
     spec.write_text(text.replace(demand, demand + '    sass_must_contain=("HGMMA",),\n'))
     target = matrix.targets["sm_90a"]
-    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    result = run_target(
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+    )
     (cell,) = [c for c in result.cells if c.classname == "planted.add_one" and "compile" in c.name]
-    assert cell.outcome is Outcome.FAILED and cell.properties["sass_HGMMA"] == "0"
+    assert cell.outcome is Outcome.FAILED and cell.compile.sass_counts == {"HGMMA": 0}
     assert "the sm_90a SASS has no HGMMA" in cell.message
 
 
-def test_a_device_that_cannot_run_the_target_skips_it(matrix, toolchain, planted, tmp_path):
+def test_a_device_that_cannot_run_the_target_skips_it(
+    matrix, toolchain, planted, compile_cache, tmp_path
+):
     h200 = DeviceInfo(0, "NVIDIA H200", ComputeCapability(9, 0), "580", "13.0", 132, 1, 1, None)
     target = matrix.targets["sm_100a"]
-    options = _options(target, planted, tmp_path)
+    options = _options(target, planted, tmp_path, compile_cache)
     result = run_target(matrix, options, toolchain, h200)
     add_one = [c for c in result.cells if c.classname == "planted.add_one"]
     assert [c.outcome for c in add_one] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
@@ -107,9 +109,11 @@ def test_a_device_that_cannot_run_the_target_skips_it(matrix, toolchain, planted
     assert "CC 10.0 exactly" in add_one[1].message and "NVIDIA H200 is CC 9.0" in add_one[1].message
 
 
-def test_reports_are_written_with_every_cell(matrix, toolchain, planted, tmp_path):
+def test_reports_are_written_with_every_cell(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
-    result = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    result = run_target(
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+    )
     assert result.files.xml.name == "junit-sm_90a.xml"
     sidecar = json.loads(result.files.json.read_text())
     assert len(sidecar["cells"]) == len(result.cells)
@@ -118,9 +122,9 @@ def test_reports_are_written_with_every_cell(matrix, toolchain, planted, tmp_pat
     assert counts == Counter(c.outcome.value for c in result.cells)
 
 
-def test_compile_only_writes_compile_cells(matrix, toolchain, planted, tmp_path):
+def test_compile_only_writes_compile_cells(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
-    options = _options(target, planted, tmp_path, execute=False)
+    options = _options(target, planted, tmp_path, compile_cache, execute=False)
     result = run_target(matrix, options, toolchain, NoDevice("compile only"))
     assert result.files.xml.name == "compile-sm_90a.xml"
     assert {c.name for c in result.cells} == {"compile[sm_90a]", "spec[sm_90a]"}
@@ -156,11 +160,13 @@ def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
     assert f"{bad}:1: matrix: missing devices, sanitize, timing, toolkits" in broken.stderr
 
 
-def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, tmp_path):
+def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
-    full = run_target(matrix, _options(target, planted, tmp_path), toolchain, NoDevice("test"))
+    full = run_target(
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+    )
     kept = full.files.xml.read_text()
-    options = RunOptions(target, (planted,), tmp_path / "reports", tmp_path / "cache", True, "add")
+    options = RunOptions(target, (planted,), tmp_path / "reports", compile_cache, True, "add")
     partial = run_target(matrix, options, toolchain, NoDevice("test"))
     assert partial.files.xml.name == "partial-junit-sm_90a.xml"
     assert {c.classname for c in partial.cells} == {"planted.add_one"}

@@ -15,9 +15,22 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness import compute_sanitizer
-from harness.cells import Outcome, SkipReason
-from harness.compute_sanitizer import (
+from harness.build.matrix import ComputeCapability
+from harness.build.toolchain import Toolchain
+from harness.commands.sanitize import (
+    Finished,
+    SanitizeOptions,
+    judge,
+    read_case_cell,
+    sanitize_target,
+    smallest_case,
+)
+from harness.commands.test import RunOptions, run_target
+from harness.report.publish import PublishOptions, publish
+from harness.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
+from harness.run import sanitizer as compute_sanitizer
+from harness.run.device import DeviceInfo, NoDevice
+from harness.run.sanitizer import (
     SanitizerMissing,
     Summary,
     Tool,
@@ -25,13 +38,7 @@ from harness.compute_sanitizer import (
     first_finding,
     summary,
 )
-from harness.device import DeviceInfo, NoDevice
-from harness.matrix import ComputeCapability
-from harness.publish import PublishOptions, publish
-from harness.run import RunOptions, run_target
-from harness.sanitize import Finished, SanitizeOptions, judge, sanitize_target, smallest_case
 from harness.spec import Case, KernelSpec, Work
-from harness.toolchain import Toolchain
 from tests.conftest import PLANTED, ROOT
 
 SCHEMA = etree.XMLSchema(
@@ -135,10 +142,24 @@ def test_the_log_gives_the_count_and_the_first_finding(tool, log, expected, head
     assert (found is None) is (headline is None)
 
 
+CASE_WHERE = Provenance(runner="case-process")
+
+
 def _report(outcome="passed", message="", skip_reason=None) -> str:
-    properties = {"seed": "7", "binary": "sass"}
-    record = {"outcome": outcome, "message": message, "skip_reason": skip_reason}
-    return json.dumps({**record, "properties": properties}) + "\n"
+    """The line a case process prints: its cell in the result model's JSON form."""
+    cell = Cell(
+        "planted",
+        "k",
+        "n1",
+        "sm_90a",
+        CASE_WHERE,
+        Outcome(outcome),
+        SkipReason(skip_reason) if skip_reason else None,
+        message,
+        binary="sass",
+        seed=7,
+    )
+    return json.dumps(cell.to_json()) + "\n"
 
 
 @pytest.mark.parametrize(
@@ -221,19 +242,19 @@ def _report(outcome="passed", message="", skip_reason=None) -> str:
 def test_the_verdict_is_the_tools_and_the_case_outcome_a_property(
     tool, log, finished, outcome, message
 ):
-    verdict = judge(tool, log, finished, 9)
+    case = read_case_cell(finished.stdout, "sm_90a", CASE_WHERE)
+    verdict = judge(tool, log, finished, 9, case)
     assert verdict.outcome is outcome
     assert verdict.message.startswith(message), verdict.message
     assert (message == "") is (verdict.message == "")
-    assert verdict.properties["tool"] == tool.value
-    case = json.loads(finished.stdout) if finished.stdout else {"outcome": "none"}
-    assert verdict.properties["case_outcome"] == case["outcome"]
+    assert verdict.findings.case_outcome is (case.outcome if case else None)
+    assert verdict.findings.exit_status == finished.status
     if outcome is Outcome.SKIPPED:
         assert verdict.skip_reason is SkipReason.DEVICE_UNSUPPORTED
 
 
 def _spec(cases, work) -> KernelSpec:
-    return KernelSpec("k.cu", tuple(cases), setup=None, reference=None, work=work)
+    return KernelSpec("k.cu", cases=tuple(cases), setup=None, reference=None, work=work)
 
 
 def test_the_smallest_case_is_the_least_work_and_unknown_work_goes_last():
@@ -290,7 +311,8 @@ argv = sys.argv[1:]
 tool, log = argv[argv.index("--tool") + 1], argv[argv.index("--log-file") + 1]
 with open({calls!r}, "a") as calls:
     calls.write(json.dumps(argv) + "\\n")
-case = {{"message": "", "skip_reason": None, "properties": {{"binary": "sass", "seed": "1"}}}}
+case = {{"chapter": "planted", "kernel": "add_one", "case": "n1", "message": "",
+        "skip_reason": None, "binary": "sass", "seed": 1}}
 if tool == "memcheck":
     open(log, "w").write({oob!r})
     print(json.dumps({{**case, "outcome": "failed", "message": "CUDA error: launch failed"}}))
@@ -362,16 +384,18 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_pat
     memcheck = cells["n1[sm_90a]:memcheck"]
     assert memcheck.outcome is Outcome.FAILED
     assert memcheck.message == "memcheck: 1024 errors: Invalid __global__ write of size 4 bytes"
-    assert memcheck.properties["errors"] == "1024"
-    assert memcheck.properties["case_outcome"] == "failed"
-    assert memcheck.properties["case_message"] == "CUDA error: launch failed"
-    assert (
-        memcheck.properties["binary"] == "sass" and memcheck.properties["device"] == "NVIDIA H200"
+    assert memcheck.sanitizer == SanitizerFindings(
+        errors=1024,
+        exit_status=86,
+        case_outcome=Outcome.FAILED,
+        case_message="CUDA error: launch failed",
     )
+    assert memcheck.binary == "sass" and memcheck.seed == 1 and memcheck.tool == "memcheck"
+    assert memcheck.provenance.device == "NVIDIA H200"
     assert "by thread (1,0,0) in block (0,0,0)" in memcheck.detail
     racecheck = cells["n1[sm_90a]:racecheck"]
     assert racecheck.outcome is Outcome.PASSED, racecheck.message
-    assert racecheck.properties["warnings"] == "0" and racecheck.properties["tool"] == "racecheck"
+    assert racecheck.sanitizer.warnings == 0 and racecheck.tool == "racecheck"
     hung = cells["n1[sm_90a]:synccheck"]
     assert hung.outcome is Outcome.FAILED and hung.message.startswith("timeout: "), hung.message
     assert hung.seconds >= 3
@@ -392,7 +416,7 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_pat
     for run in runs:
         case_process = run[run.index(sys.executable) :]
         spec = str(add_one_only.resolve() / "planted" / "add_one" / "spec.py")
-        assert case_process[1:6] == ["-m", "harness.sanitize", spec, "n1", "sm_90a"]
+        assert case_process[1:6] == ["-m", "harness.commands.sanitize", spec, "n1", "sm_90a"]
         assert Path(case_process[6]).is_file()  # the build
 
     document = etree.parse(str(result.files.xml))
@@ -403,6 +427,9 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_pat
     assert failure.get("message").startswith("memcheck: 1024 errors")
     assert "Invalid __global__ write" in cases["n1[sm_90a]:memcheck"].find("system-out").text
     assert cases["n1[sm_90a]:racecheck"].find("failure") is None
+    shown = {p.get("name"): p.get("value") for p in cases["n1[sm_90a]:memcheck"].iter("property")}
+    assert (shown["tool"], shown["errors"], shown["case_outcome"]) == ("memcheck", "1024", "failed")
+    assert (shown["exit_status"], shown["binary"], shown["seed"]) == ("86", "sass", "1")
     sidecar = json.loads(result.files.json.read_text())
     assert sidecar["compute_sanitizer"] == str(fake)
     assert sidecar["suite"] == "cuda-matrix-sanitize.sm_90a.test"
@@ -435,7 +462,7 @@ def test_without_a_device_the_planted_kernels_are_compiled_and_their_runs_skippe
         cell = cells["compile_error", f"n32[sm_90a]:{tool}"]
         assert cell.outcome is Outcome.FAILED and cell.message.startswith("not compiled")
     assert cells["add_one", "compile[sm_90a]"].outcome is Outcome.PASSED
-    assert int(cells["add_one", "compile[sm_90a]"].properties["registers"]) > 0
+    assert cells["add_one", "compile[sm_90a]"].compile.worst("registers") > 0
     kernels = {kernel for kernel, _ in cells} - {"spec_raises", "compile_error"}
     for kernel in kernels:
         runs = [cell for (k, name), cell in cells.items() if k == kernel and ":" in name]
@@ -490,7 +517,7 @@ def test_the_case_process_says_why_it_cannot_run_without_a_device(tmp_path):
     matrix = str(ROOT / "matrix.yaml")
     args = [str(spec), "n1", "sm_90a", str(tmp_path / "none.fatbin"), "--matrix", matrix]
     done = subprocess.run(
-        [sys.executable, "-m", "harness.sanitize", *args],
+        [sys.executable, "-m", "harness.commands.sanitize", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.matrix import TimingDefaults
-from harness.timing import measure, summarize
+from harness.build.matrix import TimingDefaults
+from harness.run.timing import measure, summarize
 
 
 class FakeEvent:
@@ -72,7 +72,7 @@ def test_stops_at_min_samples_once_quiet():
     timing = measure(
         lambda: runs.append(1), lambda: None, FakeStream([1.0] * 100), flush, FakeGate(), DEFAULTS
     )
-    assert len(timing.samples_us) == 10 and timing.converged
+    assert len(timing.samples_us) == 10 and timing.noise_pct <= DEFAULTS.noise_target_pct
     assert timing.median_us == pytest.approx(1000.0)
     assert flush.fills == 10  # L2 flushed before every sample
     assert len(runs) == 12  # 2 warm-up runs, untimed
@@ -83,7 +83,7 @@ def test_noisy_samples_run_to_max_samples_and_say_so():
     timing = measure(
         lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), FakeGate(), DEFAULTS
     )
-    assert len(timing.samples_us) == 50 and not timing.converged
+    assert len(timing.samples_us) == 50 and timing.noise_pct > DEFAULTS.noise_target_pct
     assert timing.noise_pct > 5
 
 
@@ -144,7 +144,7 @@ def test_the_gate_opens_even_when_the_run_raises():
 
 
 def test_summary_percentiles():
-    timing = summarize([float(v) for v in range(1, 101)], 0.5)
+    timing = summarize([float(v) for v in range(1, 101)])
     assert timing.median_us == pytest.approx(50.5)
     assert timing.p10_us == pytest.approx(10.9)
     assert timing.p90_us == pytest.approx(90.1)

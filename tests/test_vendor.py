@@ -7,14 +7,16 @@ import importlib.util
 import numpy as np
 import pytest
 
+from harness.result import VendorTiming
+from harness.run.timing import summarize
+from harness.run.vendor import measure_vendor
 from harness.spec import Case, StreamRef, Vendor, Work
-from harness.timing import summarize
-from harness.vendor import measure_vendor, torch_matmul
+from harness.vendor import torch_matmul
 
 CASE = Case("m4_n4_k4", {"M": 4, "N": 4, "K": 4})
 INPUTS = {"a": np.ones((4, 4), np.float32), "b": np.ones((4, 4), np.float32)}
 STREAM = StreamRef(handle=0, device=0)
-KERNEL = summarize([200.0] * 10, 0.5)  # the kernel's own timing: 200 us
+KERNEL = summarize([200.0] * 10)  # the kernel's own timing: 200 us
 
 
 def _measured_at(median_us: float):
@@ -23,7 +25,7 @@ def _measured_at(median_us: float):
     def measure(run):
         run()
         runs.append(run)
-        return summarize([median_us] * 10, 0.5)
+        return summarize([median_us] * 10)
 
     return measure, runs
 
@@ -34,13 +36,13 @@ def test_the_vendor_is_timed_by_the_given_protocol_and_compared_with_the_kernel(
     measure, runs = _measured_at(250.0)
     shown = measure_vendor(vendor, CASE, INPUTS, STREAM, measure, KERNEL, Work(flops=10**9))
     assert enqueued == ["m4_n4_k4"] and len(runs) == 1
-    assert shown == {
-        "vendor": "lib.gemm",
-        "vendor_time_median_us": "250.000",
-        "vendor_noise_pct": "0.000",
-        "vendor_ratio": "1.250",  # the vendor took longer: the kernel is the faster
-        "vendor_tflops": "4.00",
-    }
+    assert shown == VendorTiming(
+        library="lib.gemm",
+        median_us=250.0,
+        noise_pct=0.0,
+        tflops=pytest.approx(4.0),
+        ratio=1.25,  # the vendor took longer: the kernel is the faster
+    )
 
 
 def test_a_library_that_is_not_installed_is_said_so_and_nothing_is_timed():
@@ -49,7 +51,7 @@ def test_a_library_that_is_not_installed_is_said_so_and_nothing_is_timed():
 
     measure, runs = _measured_at(1.0)
     shown = measure_vendor(Vendor("torch", prepare), CASE, INPUTS, STREAM, measure, KERNEL, Work())
-    assert shown == {"vendor": "torch", "vendor_unavailable": "No module named 'torch'"}
+    assert shown == VendorTiming("torch", unavailable="No module named 'torch'")
     assert runs == []
 
 
@@ -66,5 +68,5 @@ def test_a_broken_vendor_call_is_the_specs_error_and_propagates():
 def test_torch_matmul_without_torch_is_unavailable_not_an_error():
     measure, runs = _measured_at(1.0)
     shown = measure_vendor(torch_matmul("a", "b"), CASE, INPUTS, STREAM, measure, KERNEL, Work())
-    assert shown["vendor"] == "torch.matmul (cuBLAS)" and "torch" in shown["vendor_unavailable"]
+    assert shown.library == "torch.matmul (cuBLAS)" and "torch" in shown.unavailable
     assert runs == []

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
-from harness.spec import Tolerance
-from harness.verify import (
+from harness.run.verify import (
     LOW_PRECISION,
     SpecError,
     check_reference_fits,
@@ -15,6 +14,7 @@ from harness.verify import (
     tolerance_for,
     unchanged,
 )
+from harness.spec import Tolerance
 
 
 def test_matching_floats_within_tolerance_pass():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.matrix import ComputeCapability, DevicePeaks, Matrix
+from harness.build.matrix import ComputeCapability, DevicePeaks, Matrix
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """One target's kernels under compute-sanitizer: each tool over each kernel's smallest case.
 
 Every (kernel, tool) is one cell, `<case>[<target>]:<tool>`, and one process:
-`compute-sanitizer --tool <tool> ... python -m harness.sanitize <spec> <case> ...`, whose child
-(the `__main__` below) runs the case once, untimed, and prints the case's own outcome as one JSON
-line. The tool's summary decides the cell; the case's outcome is only its `case_outcome`, since a
-wrong value is no memory error. Runs go a few at a time, each within `sanitize.timeout_s`, and the
-report is rewritten after each kernel.
+`compute-sanitizer --tool <tool> ... python -m harness.commands.sanitize <spec> <case> ...`, whose
+child (the `__main__` below) runs the case once, untimed, and prints the case's own cell as one
+JSON line (the result model's form). The tool's summary decides the cell; the case's outcome is
+only its `case_outcome`, since a wrong value is no memory error. Runs go a few at a time, each
+within `sanitize.timeout_s`, and the report is rewritten after each kernel.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,26 +22,30 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import compute_sanitizer, report
-from harness.cells import Cell, Outcome, SkipReason
-from harness.compute_sanitizer import SanitizerMissing, Tool
-from harness.device import DeviceInfo, NoDevice, probe
-from harness.isolation import describe_exit
-from harness.kernels import BrokenKernel, Kernel, load_kernel
-from harness.matrix import Matrix, Target, load_matrix
-from harness.run import (
+from harness.build.kernels import BrokenKernel, Kernel, load_kernel
+from harness.build.matrix import Matrix, Target, Tool, load_matrix
+from harness.build.toolchain import Toolchain, ToolchainError
+from harness.commands.stage import (
+    NotRun,
+    RunCell,
     RunResult,
-    common_properties,
     compile_stage,
-    context,
+    new_report,
     not_run_cell,
+    provenance,
     report_stem,
     why_not_run,
 )
+from harness.provenance import runner_name
+from harness.report import junit
+from harness.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
+from harness.run import sanitizer as compute_sanitizer
+from harness.run.device import DeviceInfo, NoDevice, probe
+from harness.run.pool import describe_exit
+from harness.run.sanitizer import SanitizerMissing
 from harness.spec import Case, KernelSpec
-from harness.toolchain import Toolchain, ToolchainError
 
-ROOT = Path(__file__).resolve().parent.parent  # where the case process imports the harness from
+ROOT = Path(__file__).resolve().parents[2]  # where the case process imports the harness from
 # Runs at once: each is a Python process plus the tool's instrumentation, mostly host work, with
 # a CUDA context of its own on the one GPU. Half the cores, at most 8 contexts.
 PARALLEL = max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -58,6 +61,7 @@ class SanitizeOptions:
     cache_dir: Path
     select: str = ""  # keep kernels whose <chapter>.<kernel> contains this
     runner: str = ""  # names the report's suite; defaults to the host name
+    commit: str | None = None  # the project's commit the run is of
 
 
 def smallest_case(spec: KernelSpec) -> Case:
@@ -86,57 +90,52 @@ def sanitize_target(
 ) -> RunResult:
     target = options.target
     tools = matrix.sanitize.tools
-    runner = options.runner or socket.gethostname()
-    files = report.report_files(
-        options.reports_dir, report_stem("sanitize", target, options.select)
+    runner = runner_name(options.runner)
+    files = junit.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
+    where = provenance(runner, options.commit, toolchain, device)
+    report = new_report(
+        f"cuda-matrix-sanitize.{target.name}.{runner}", target, where, toolchain, device
     )
-    header = context(target, runner, toolchain, device)
-    header["compute_sanitizer"] = str(sanitizer) if isinstance(sanitizer, Path) else None
-    common = common_properties(target, toolchain, device)
+    report.compute_sanitizer = str(sanitizer) if isinstance(sanitizer, Path) else None
+
+    def run_cells(kernel: Kernel) -> list[RunCell]:
+        return [RunCell(smallest_case(kernel.spec).name, tool.value) for tool in tools]
+
     stage = compile_stage(
         target=target,
         roots=options.kernels_roots,
         select=options.select,
         toolchain=toolchain,
         cache_dir=options.cache_dir,
-        common=common,
-        run_names=lambda kernel: [_name(smallest_case(kernel.spec), target, t) for t in tools],
+        where=where,
+        run_cells=run_cells,
     )
-    cells = list(stage.cells)
-
-    def save() -> None:
-        report.write(files, f"cuda-matrix-sanitize.{target.name}.{runner}", header, cells)
-
-    save()
+    report.cells.extend(stage.cells)
+    junit.write(files, report)
     with ThreadPoolExecutor(PARALLEL) as pool:
         # Every run is queued at once, so the pool stays busy across kernels; cells are taken
         # back in kernel order, and each kernel's are on disk before the next is awaited.
-        queued: list[tuple[Kernel, Case, tuple | None, list[Future[Cell]]]] = []
+        queued: list[tuple[Kernel, NotRun | None, list[Future[Cell]]]] = []
         for kernel in stage.kernels:
             case = smallest_case(kernel.spec)
             build = stage.builds.get(kernel.classname)
-            skip = why_not_run(target, device, build)
-            if skip is None and isinstance(sanitizer, SanitizerMissing):
-                skip = Outcome.ERROR, None, str(sanitizer)
+            not_run = why_not_run(target, device, build)
+            if not_run is None and isinstance(sanitizer, SanitizerMissing):
+                not_run = NotRun(Outcome.ERROR, None, str(sanitizer))
             runs = []
-            if skip is None:
+            if not_run is None:
                 for tool in tools:
-                    run = _Run(sanitizer, tool, kernel, case, target, build.binary, device, common)
+                    run = _Run(sanitizer, tool, kernel, case, target, build.binary, device, where)
                     runs.append(pool.submit(_sanitize, run, matrix))
-            queued.append((kernel, case, skip, runs))
-        for kernel, case, skip, runs in queued:
-            if skip:
-                for tool in tools:
-                    name = _name(case, target, tool)
-                    cells.append(not_run_cell(kernel.classname, name, skip, common))
+            queued.append((kernel, not_run, runs))
+        for kernel, not_run, runs in queued:
+            if not_run:
+                for run_cell in run_cells(kernel):
+                    report.cells.append(not_run_cell(kernel, run_cell, target, where, not_run))
             else:
-                cells.extend(run.result() for run in runs)
-            save()
-    return RunResult(cells, files, stage.fresh, stage.cached)
-
-
-def _name(case: Case, target: Target, tool: Tool) -> str:
-    return f"{case.name}[{target.name}]:{tool.value}"
+                report.cells.extend(run.result() for run in runs)
+            junit.write(files, report)
+    return RunResult(report, files, stage.fresh, stage.cached)
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ class _Run:
     target: Target
     binary: Path
     device: DeviceInfo
-    common: dict[str, str]
+    provenance: Provenance
 
 
 @dataclass(frozen=True)
@@ -160,52 +159,29 @@ class Finished:
     stderr: str
 
 
-@dataclass(frozen=True)
-class CaseReport:
-    """What the case process says of its own run, as one JSON line on its stdout."""
-
-    outcome: Outcome
-    message: str
-    skip_reason: SkipReason | None
-    properties: dict[str, str]
-
-    @classmethod
-    def of(cls, cell: Cell) -> CaseReport:
-        return cls(cell.outcome, cell.message, cell.skip_reason, dict(cell.properties))
-
-    def line(self) -> str:
-        return json.dumps(
-            {
-                "outcome": self.outcome.value,
-                "message": self.message,
-                "skip_reason": self.skip_reason.value if self.skip_reason else None,
-                "properties": self.properties,
-            }
-        )
-
-    @classmethod
-    def read(cls, stdout: str) -> CaseReport | None:
-        """The report in a case process's stdout; None if it died before printing one."""
-        lines = [line for line in stdout.splitlines() if line.startswith("{")]
-        try:
-            record = json.loads(lines[-1])
-            reason = record["skip_reason"]
-            return cls(
-                Outcome(record["outcome"]),
-                record["message"],
-                SkipReason(reason) if reason else None,
-                dict(record["properties"]),
-            )
-        except (IndexError, KeyError, TypeError, ValueError):  # a line cut short by a crash
-            return None
+def read_case_cell(stdout: str, target: str, where: Provenance) -> Cell | None:
+    """The case process's cell, its last JSON line; None if it died before printing one."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    try:
+        return Cell.from_json(json.loads(lines[-1]), target, where)
+    except (IndexError, KeyError, TypeError, ValueError):  # a line cut short by a crash
+        return None
 
 
 def _sanitize(run: _Run, matrix: Matrix) -> Cell:
-    name = _name(run.case, run.target, run.tool)
+    cell = Cell(
+        run.kernel.chapter,
+        run.kernel.name,
+        run.case.name,
+        run.target.name,
+        run.provenance,
+        Outcome.ERROR,
+        tool=run.tool.value,
+    )
     case_process = [
         sys.executable,
         "-m",
-        "harness.sanitize",
+        "harness.commands.sanitize",
         str(run.kernel.folder / "spec.py"),
         run.case.name,
         run.target.name,
@@ -225,22 +201,22 @@ def _sanitize(run: _Run, matrix: Matrix) -> Cell:
         try:
             finished = _call(argv, env, timeout_s)
         except OSError as error:  # not an executable after all, or no room for a process
-            why = f"could not start {run.sanitizer}: {error}"
-            properties = {**run.common, "tool": run.tool.value}
-            return Cell(run.kernel.classname, name, Outcome.ERROR, why, properties=properties)
-        seconds = time.monotonic() - started
+            cell.message = f"could not start {run.sanitizer}: {error}"
+            return cell
+        cell.seconds = time.monotonic() - started
         log = log_file.read_text(errors="replace") if log_file.is_file() else ""
-    verdict = judge(run.tool, log, finished, timeout_s)
-    return Cell(
-        run.kernel.classname,
-        name,
+    case = read_case_cell(finished.stdout, run.target.name, run.provenance)
+    verdict = judge(run.tool, log, finished, timeout_s, case)
+    cell.outcome, cell.message, cell.skip_reason = (
         verdict.outcome,
         verdict.message,
         verdict.skip_reason,
-        _detail(log, finished),
-        seconds,
-        {**run.common, **verdict.properties},
     )
+    cell.sanitizer = verdict.findings
+    cell.detail = _detail(log, finished)
+    if case:  # the seed, and which binary path ran (sass, ptx-jit)
+        cell.seed, cell.binary = case.seed, case.binary
+    return cell
 
 
 def _call(argv: list[str], env: dict[str, str], timeout_s: float) -> Finished:
@@ -277,28 +253,22 @@ class Verdict:
     outcome: Outcome
     message: str
     skip_reason: SkipReason | None
-    properties: dict[str, str]
+    findings: SanitizerFindings
 
 
-def judge(tool: Tool, log: str, finished: Finished, timeout_s: float) -> Verdict:
-    """One run's verdict from what it left: the tool's log, the case's report, the exit."""
+def judge(tool: Tool, log: str, finished: Finished, timeout_s: float, case: Cell | None) -> Verdict:
+    """One run's verdict from what it left: the tool's log, the case's own cell, the exit."""
     found = compute_sanitizer.summary(tool, log)
-    case = CaseReport.read(finished.stdout)
-    properties = {
-        "tool": tool.value,
-        "errors": str(found.errors) if found else "unknown",
-        "case_outcome": case.outcome.value if case else "none",
-        "exit_status": "killed" if finished.status is None else str(finished.status),
-    }
-    if found and tool is Tool.RACECHECK:
-        properties["warnings"] = str(found.warnings)
-    if case:
-        properties.update(case.properties)  # the seed, and which binary path ran (sass, ptx-jit)
-        if case.message:
-            properties["case_message"] = case.message
+    findings = SanitizerFindings(
+        errors=found.errors if found else None,
+        warnings=found.warnings if found and tool is Tool.RACECHECK else None,
+        exit_status=finished.status,
+        case_outcome=case.outcome if case else None,
+        case_message=case.message if case else "",
+    )
 
     def failed(message: str) -> Verdict:
-        return Verdict(Outcome.FAILED, message, None, properties)
+        return Verdict(Outcome.FAILED, message, None, findings)
 
     headline = compute_sanitizer.first_finding(log)
     # The tool's complaints about its own command line, and the case process's traceback.
@@ -322,10 +292,10 @@ def judge(tool: Tool, log: str, finished: Finished, timeout_s: float) -> Verdict
         why = complaint or describe_exit(finished.status)
         return failed(f"the case process reported nothing: {why}")
     if case.outcome is Outcome.SKIPPED:
-        return Verdict(case.outcome, case.message, case.skip_reason, properties)
+        return Verdict(case.outcome, case.message, case.skip_reason, findings)
     if case.outcome is Outcome.ERROR:  # the spec broke: a clean log of half a case proves nothing
-        return Verdict(Outcome.ERROR, f"the case broke: {case.message}", None, properties)
-    return Verdict(Outcome.PASSED, "", None, properties)
+        return Verdict(Outcome.ERROR, f"the case broke: {case.message}", None, findings)
+    return Verdict(Outcome.PASSED, "", None, findings)
 
 
 def _detail(log: str, finished: Finished) -> str:
@@ -343,7 +313,9 @@ def _detail(log: str, finished: Finished) -> str:
 
 def _case_main(argv: list[str] | None = None) -> int:
     """The case process: the case once, untimed, under whatever tool started this process."""
-    parser = argparse.ArgumentParser(prog="python -m harness.sanitize", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.commands.sanitize", description=__doc__
+    )
     parser.add_argument("spec", type=Path, help="the kernel's spec.py")
     parser.add_argument("case", help="one of its case names")
     parser.add_argument("target", help="a target of the matrix")
@@ -361,12 +333,13 @@ def _case_main(argv: list[str] | None = None) -> int:
         print(kernel.reason, file=sys.stderr)
         return 2
     (case,) = [c for c in kernel.spec.cases if c.name == args.case]
-    from harness.gpu import GpuRuntime  # cuda-python, where a device is known to exist
+    from harness.run.case import GpuRuntime  # cuda-python, where a device is known to exist
 
     runtime = GpuRuntime(device, matrix.timing)
     target = matrix.target(args.target)
-    cell, _ = runtime.run_case(kernel, case, target, args.binary, {}, timed=False)
-    print(CaseReport.of(cell).line(), flush=True)
+    where = Provenance(runner="case-process")  # the parent's provenance replaces it
+    cell, _ = runtime.run_case(kernel, case, target, args.binary, where, timed=False)
+    print(json.dumps(cell.to_json()), flush=True)
     return 0
 
 

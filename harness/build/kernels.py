@@ -6,9 +6,12 @@ report shows it as an error cell instead of the whole run dying on one bad file.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib.util
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,18 +59,22 @@ def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
     def broken(reason: str) -> BrokenKernel:
         return BrokenKernel(chapter, name, folder, f"{spec_file}: {reason}")
 
-    module_name = f"kernel_specs.{chapter}.{name}"
+    module_name = _package_for(folder) + ".spec"
     loader_spec = importlib.util.spec_from_file_location(module_name, spec_file)
     module = importlib.util.module_from_spec(loader_spec)
     try:
         sys.modules[module_name] = module
         loader_spec.loader.exec_module(module)
-    except Exception as error:  # any error in a user's spec is that kernel's error cell
+    except BaseException as error:  # any error in a user's spec is that kernel's error cell
+        if isinstance(error, KeyboardInterrupt):
+            raise
         frame = traceback.extract_tb(error.__traceback__)[-1]
         return broken(f"import failed at line {frame.lineno}: {type(error).__name__}: {error}")
     spec = getattr(module, "SPEC", None)
     if not isinstance(spec, KernelSpec):
         return broken("defines no SPEC = KernelSpec(...)")
+    if not spec.source:
+        spec = dataclasses.replace(spec, source=f"{name}.cu")
     if not (folder / spec.source).is_file():
         return broken(f"source {spec.source!r} is not a file beside it")
     if len(spec.cases) == 0:
@@ -77,3 +84,31 @@ def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
     if duplicates:
         return broken(f"case names repeat: {', '.join(duplicates)}")
     return Kernel(chapter, name, folder, spec)
+
+
+def _package_for(folder: Path) -> str:
+    """The import package of a kernel folder, inside one of its chapter folder.
+
+    So a spec may share code with its chapter: `from ..stencil import ...` in
+    `<chapter>/<kernel>/spec.py` imports `<chapter>/stencil.py`, and `from . import x` a module
+    beside the spec. Package names come from the folders' absolute paths, so two trees with the
+    same chapter never share a module.
+    """
+    chapter_folder = folder.parent
+    chapter = _package("kernel_specs", chapter_folder)
+    return _package(chapter, folder)
+
+
+def _package(parent: str, folder: Path) -> str:
+    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    name = f"{parent}.p{digest}"
+    if parent not in sys.modules:
+        root = types.ModuleType(parent)
+        root.__path__ = []
+        sys.modules[parent] = root
+    if name not in sys.modules:
+        package = types.ModuleType(name)
+        package.__path__ = [str(folder)]
+        package.__package__ = name
+        sys.modules[name] = package
+    return name

@@ -7,16 +7,25 @@ because a matrix file is edited by hand and read by CI far from whoever edited i
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from harness.compute_sanitizer import Tool
 from harness.spec import Math, RequireArch, Requirement
 
 SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)(a?)$")
+
+
+class Tool(enum.Enum):
+    """compute-sanitizer's tools that `sanitize.tools` may name."""
+
+    MEMCHECK = "memcheck"  # out-of-bounds and misaligned accesses, hardware exceptions
+    RACECHECK = "racecheck"  # shared memory hazards
+    SYNCCHECK = "synccheck"  # barriers that not every thread reaches, bad masks
+    INITCHECK = "initcheck"  # reads of global memory nothing wrote
 
 
 class MatrixError(Exception):

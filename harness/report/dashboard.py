@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from harness.merge import MergedCell, ReportSet
+from harness.report.junit import properties_of
+from harness.report.merge import ReportSet
+from harness.result import Cell
 
 _HERE = Path(__file__).parent
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -63,15 +65,15 @@ def _columns(report_set: ReportSet) -> list[_Column]:
     columns: dict[str, _Column] = {}
     for cell in report_set.cells:
         column = columns.setdefault(cell.column, _Column(cell.column, cell.target, cell.runner))
-        column.devices.add(cell.device)
-        column.counts[cell.outcome] += 1
+        column.devices.add(cell.provenance.device or "none")
+        column.counts[cell.outcome.value] += 1
     for target in report_set.missing_targets:
         columns.setdefault(target, _Column(target, target, missing=True))
     return sorted(columns.values(), key=lambda c: (_target_order(c.target), c.runner))
 
 
 def _status(report_set: ReportSet) -> str:
-    counts = Counter(cell.outcome for cell in report_set.cells)
+    counts = Counter(cell.outcome.value for cell in report_set.cells)
     bad = [f"{counts[o]} {o}" for o in ("failed", "error") if counts[o]]
     if bad or report_set.problems or report_set.missing_targets or not report_set.cells:
         reasons = []
@@ -90,10 +92,8 @@ def _status(report_set: ReportSet) -> str:
 
 
 def _header(report_set: ReportSet) -> str:
-    outcomes = Counter(cell.outcome for cell in report_set.cells)
-    reasons = Counter(
-        c.skip_reason or "unknown" for c in report_set.cells if c.outcome == "skipped"
-    )
+    outcomes = Counter(cell.outcome.value for cell in report_set.cells)
+    reasons = Counter(c.skip_reason.value for c in report_set.cells if c.skip_reason)
     chips = [f'<span class="chip total">{len(report_set.cells)} cells</span>']
     for outcome in (*OUTCOMES, *sorted(set(outcomes) - set(OUTCOMES))):
         zero = "" if outcomes[outcome] else " zero"
@@ -133,8 +133,8 @@ def _header(report_set: ReportSet) -> str:
 def _filters(report_set: ReportSet, columns: list[_Column]) -> str:
     chapters = sorted({cell.chapter for cell in report_set.cells})
     targets = sorted({c.target for c in columns}, key=_target_order)
-    outcomes = sorted({c.outcome for c in report_set.cells}, key=_outcome_order)
-    reasons = sorted({c.skip_reason for c in report_set.cells if c.skip_reason})
+    outcomes = sorted({c.outcome.value for c in report_set.cells}, key=_outcome_order)
+    reasons = sorted({c.skip_reason.value for c in report_set.cells if c.skip_reason})
     outcome_options = [("", "all outcomes"), ("not-passed", "not passed")]
     outcome_options += [(o, o) for o in outcomes]
     outcome_options += [(f"skipped:{r}", f"skipped: {r}") for r in reasons]
@@ -168,7 +168,7 @@ def _grid(report_set: ReportSet, columns: list[_Column]) -> str:
     tree: dict[str, dict[str, dict[str, dict[str, list[int]]]]] = {}
     for index, cell in enumerate(report_set.cells):
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
-        cases.setdefault(cell.case, {}).setdefault(cell.column, []).append(index)
+        cases.setdefault(cell.row, {}).setdefault(cell.column, []).append(index)
     never = set(report_set.never_ran())
     width = len(columns) + 1
     head = "".join(_column_head(c) for c in columns)
@@ -217,7 +217,7 @@ def _column_head(column: _Column) -> str:
     )
 
 
-def _slot(cells: list[MergedCell], column: _Column, indices: list[int]) -> str:
+def _slot(cells: list[Cell], column: _Column, indices: list[int]) -> str:
     target = _e(column.target)
     if column.missing:
         return f'<td class="slot missing" data-target="{target}"><div>MISSING</div></td>'
@@ -227,30 +227,29 @@ def _slot(cells: list[MergedCell], column: _Column, indices: list[int]) -> str:
     return f'<td class="slot" data-target="{target}">{inner}</td>'
 
 
-def _cell(index: int, cell: MergedCell) -> str:
-    outcome = cell.outcome
-    label = outcome
-    if outcome == "skipped":
-        label = f"skipped: {cell.skip_reason}" if cell.skip_reason else "skipped"
+def _cell(index: int, cell: Cell) -> str:
+    outcome = cell.outcome.value
+    skip_reason = cell.skip_reason.value if cell.skip_reason else ""
+    label = f"skipped: {skip_reason}" if skip_reason else outcome
     lines = []
-    props = cell.properties
+    registers = cell.compile.worst("registers") if cell.compile else None
     if cell.median_us is not None:
         lines.append(f'<span class="time">{_fmt_us(cell.median_us)}</span>')
-        if "roofline_pct" in props:
-            lines.append(f'<span class="minor">{_e(props["roofline_pct"])}% roof</span>')
-    elif outcome == "passed" and "registers" in props:
-        spills = props.get("spill_bytes", "0")
-        extra = f' <span class="spill">spill {_e(spills)} B</span>' if spills != "0" else ""
-        lines.append(f'<span class="minor">{_e(props["registers"])} reg{extra}</span>')
+        if cell.throughput and cell.throughput.roofline_pct is not None:
+            lines.append(f'<span class="minor">{cell.throughput.roofline_pct:.1f}% roof</span>')
+    elif outcome == "passed" and registers is not None:
+        spills = cell.compile.worst("spill_bytes")
+        extra = f' <span class="spill">spill {spills} B</span>' if spills else ""
+        lines.append(f'<span class="minor">{registers} reg{extra}</span>')
     if outcome in ("failed", "error") and cell.message:
         lines.append(f'<span class="why">{_e(cell.message.splitlines()[0][:80])}</span>')
-    reason = f" reason-{_slug(cell.skip_reason)}" if cell.skip_reason else ""
+    reason = f" reason-{_slug(skip_reason)}" if skip_reason else ""
     tip = f"{cell.classname} {cell.name} @ {cell.runner}: {cell.message or outcome}"
     return (
         f'<div class="cell outcome-{_slug(outcome)}{reason}" tabindex="0" data-index="{index}" '
         f'data-chapter="{_e(cell.chapter)}" data-target="{_e(cell.target)}" '
         f'data-column="{_e(cell.column)}" data-outcome="{_e(outcome)}" '
-        f'data-skip-reason="{_e(cell.skip_reason or "")}" title="{_e(tip)}">'
+        f'data-skip-reason="{_e(skip_reason)}" title="{_e(tip)}">'
         f'<span class="label">{_e(label)}</span>{"".join(lines)}</div>'
     )
 
@@ -261,7 +260,7 @@ def _fmt_us(value: float) -> str:
     return f"{value:.2f} µs" if value < 10 else f"{value:.1f} µs"
 
 
-def _json_blob(cells: list[MergedCell], trends: Trends) -> str:
+def _json_blob(cells: list[Cell], trends: Trends) -> str:
     records = [
         {
             "classname": c.classname,
@@ -269,13 +268,20 @@ def _json_blob(cells: list[MergedCell], trends: Trends) -> str:
             "column": c.column,
             "target": c.target,
             "runner": c.runner,
-            "device": c.device,
-            "outcome": c.outcome,
-            "skip_reason": c.skip_reason,
+            "device": c.provenance.device or "none",
+            "outcome": c.outcome.value,
+            "skip_reason": c.skip_reason.value if c.skip_reason else None,
             "message": c.message,
             "detail": c.detail,
-            "properties": c.properties,
-            "samples_us": [_finite(v) for v in c.samples_us],
+            "properties": properties_of(c),  # as JUnit shows them: text to display
+            "timing": None
+            if c.timing is None
+            else {
+                "median_us": c.timing.median_us,
+                "p10_us": c.timing.p10_us,
+                "p90_us": c.timing.p90_us,
+            },
+            "samples_us": [_finite(v) for v in c.timing.samples_us] if c.timing else [],
             "trend": [[str(run), _finite(v)] for run, v in trends.get(_trend_key(c), ())],
         }
         for c in cells
@@ -289,5 +295,5 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None  # JSON has no NaN; the JS drops nulls
 
 
-def _trend_key(cell: MergedCell) -> tuple[str, str, str]:
+def _trend_key(cell: Cell) -> tuple[str, str, str]:
     return (cell.column, cell.classname, cell.name)

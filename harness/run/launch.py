@@ -22,8 +22,8 @@ from cuda.core import (
 )
 from cuda.core.utils import StridedMemoryView
 
-from harness.device import DeviceInfo
-from harness.matrix import Target
+from harness.build.matrix import Target
+from harness.run.device import DeviceInfo
 from harness.spec import Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.history import Verdict
-from harness.merge import MergedCell, ReportSet
+from harness.report.history import Verdict
+from harness.report.merge import ReportSet
+from harness.result import Cell, Outcome
 
-MARK = {"passed": "✅ passed", "failed": "❌ failed", "error": "💥 error"}
+MARK = {Outcome.PASSED: "✅ passed", Outcome.FAILED: "❌ failed", Outcome.ERROR: "💥 error"}
 
 
-def _shown(cell: MergedCell) -> str:
-    if cell.outcome == "skipped":
-        return f"⏭️ {cell.skip_reason or 'skipped'}"
-    text = MARK.get(cell.outcome, cell.outcome)
+def _shown(cell: Cell) -> str:
+    if cell.outcome is Outcome.SKIPPED:
+        return f"⏭️ {cell.skip_reason.value if cell.skip_reason else 'skipped'}"
+    text = MARK[cell.outcome]
     if cell.median_us is not None:
         text += f" {cell.median_us:.1f} µs"
     return text
@@ -28,8 +29,8 @@ def _escape(text: str) -> str:
 
 def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
     counts = Counter(cell.outcome for cell in report_set.cells)
-    reasons = Counter(cell.skip_reason for cell in report_set.cells if cell.skip_reason)
-    head = ", ".join(f"{counts.get(o, 0)} {o}" for o in ("passed", "failed", "error", "skipped"))
+    reasons = Counter(cell.skip_reason.value for cell in report_set.cells if cell.skip_reason)
+    head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
     if reasons:
         head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
     lines = [f"# CUDA matrix: {head}"]
@@ -49,7 +50,7 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
         )
     if notes:
         lines += ["", *notes]
-    broken = [c for c in report_set.cells if c.outcome in ("failed", "error")]
+    broken = [c for c in report_set.cells if c.outcome in (Outcome.FAILED, Outcome.ERROR)]
     if broken:
         lines += ["", "## Failures", ""]
         for cell in broken:
@@ -68,10 +69,10 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
             )
     columns = sorted({cell.column for cell in report_set.cells})
     columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
-    chapters: dict[str, dict[tuple[str, str], dict[str, MergedCell]]] = {}
+    chapters: dict[str, dict[tuple[str, str], dict[str, Cell]]] = {}
     for cell in report_set.cells:
         rows = chapters.setdefault(cell.chapter, {})
-        rows.setdefault((cell.kernel, cell.case), {})[cell.column] = cell
+        rows.setdefault((cell.kernel, cell.row), {})[cell.column] = cell
     for chapter in sorted(chapters):
         lines += ["", f"## {chapter}", ""]
         lines.append("| kernel | case | " + " | ".join(columns) + " |")

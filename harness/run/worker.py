@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.device import DeviceInfo
-from harness.isolation import Reply
-from harness.kernels import BrokenKernel, load_kernel
-from harness.matrix import Target, TimingDefaults
+from harness.build.kernels import BrokenKernel, load_kernel
+from harness.build.matrix import Target, TimingDefaults
+from harness.result import Provenance
+from harness.run.device import DeviceInfo
+from harness.run.pool import Reply
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,12 @@ class CaseJob:
     case_name: str
     target: Target
     binary: Path
-    common: dict[str, str]
+    provenance: Provenance
 
 
 class _Worker:
     def __init__(self, setup: WorkerSetup):
-        from harness.gpu import GpuRuntime  # cuda-python is imported in the worker only
+        from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
 
         self.runtime = GpuRuntime(setup.device, setup.timing)
         self.kernels = {}
@@ -44,7 +45,7 @@ class _Worker:
         if isinstance(kernel, BrokenKernel):  # the parent loaded it fine; it changed since
             raise RuntimeError(kernel.reason)
         (case,) = [c for c in kernel.spec.cases if c.name == job.case_name]
-        cell, healthy = self.runtime.run_case(kernel, case, job.target, job.binary, job.common)
+        cell, healthy = self.runtime.run_case(kernel, case, job.target, job.binary, job.provenance)
         return Reply(cell, replace_me=not healthy)
 
 

@@ -14,35 +14,24 @@ import ctypes
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cuda.bindings import driver
 from cuda.core import Buffer, EventOptions
 
-from harness.matrix import TimingDefaults
+from harness.build.matrix import TimingDefaults
+from harness.result import Timing
 
 
-@dataclass(frozen=True)
-class Timing:
-    samples_us: tuple[float, ...]
-    median_us: float
-    p10_us: float
-    p90_us: float
-    noise_pct: float  # relative standard deviation of the samples
-    converged: bool  # the noise target was met (else the budget ran out)
-
-
-def summarize(samples_us: list[float], noise_target_pct: float) -> Timing:
+def summarize(samples_us: list[float], wall_s: float = 0.0) -> Timing:
     ordered = sorted(samples_us)
     deciles = statistics.quantiles(ordered, n=10, method="inclusive") if len(ordered) > 1 else []
-    noise = _noise_pct(ordered)
     return Timing(
-        samples_us=tuple(samples_us),
         median_us=statistics.median(ordered),
         p10_us=deciles[0] if deciles else ordered[0],
         p90_us=deciles[-1] if deciles else ordered[0],
-        noise_pct=noise,
-        converged=noise <= noise_target_pct,
+        noise_pct=_noise_pct(ordered),
+        samples_us=tuple(samples_us),
+        wall_s=wall_s,
     )
 
 
@@ -114,4 +103,4 @@ def measure(
             break
         if time.monotonic() - started > defaults.budget_s and len(samples) >= 2:
             break
-    return summarize(samples, defaults.noise_target_pct)
+    return summarize(samples, time.monotonic() - started)

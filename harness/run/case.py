@@ -7,6 +7,7 @@ report. A spec that raises is an `error` cell; a kernel that faults or computes 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 import zlib
@@ -15,16 +16,16 @@ from pathlib import Path
 import numpy as np
 from cuda.core import Device
 
-from harness.cells import Cell, Outcome, SkipReason
-from harness.device import DeviceInfo
-from harness.kernels import Kernel
-from harness.launcher import CudaError, Module, Workspace
-from harness.matrix import Target, TimingDefaults
-from harness.roofline import timing_properties
+from harness.build.kernels import Kernel
+from harness.build.matrix import Target, TimingDefaults
+from harness.result import Cell, Outcome, Provenance, SkipReason, Timing
+from harness.run.device import DeviceInfo, sm_clock_mhz
+from harness.run.launch import CudaError, Module, Workspace
+from harness.run.throughput import throughput
+from harness.run.timing import StreamGate, measure
+from harness.run.vendor import measure_vendor
+from harness.run.verify import SpecError, check_reference_fits, compare, unchanged
 from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef
-from harness.timing import StreamGate, Timing, measure
-from harness.vendor import measure_vendor
-from harness.verify import SpecError, check_reference_fits, compare, unchanged
 
 
 def seed_of(kernel: Kernel, case: Case) -> int:
@@ -70,59 +71,53 @@ class GpuRuntime:
         return self._modules[binary]
 
     def run_case(
-        self, kernel: Kernel, case: Case, target: Target, binary: Path, common, timed: bool = True
+        self,
+        kernel: Kernel,
+        case: Case,
+        target: Target,
+        binary: Path,
+        provenance: Provenance,
+        timed: bool = True,
     ) -> tuple[Cell, bool]:
         """The case's cell, and whether this process's CUDA context is still fit for more.
 
         Untimed, the case runs once (set up, launch, verify): what a sanitizer needs to watch.
         """
+        cell = Cell(kernel.chapter, kernel.name, case.name, target.name, provenance, Outcome.PASSED)
         try:
             module = self.module(binary, target)
         except Exception as error:  # a binary the driver refuses fails the case, not the run
             message, detail = describe_exception(error)
-            cell = Cell(
-                kernel.classname,
-                f"{case.name}[{target.name}]",
-                Outcome.FAILED,
-                f"loading {binary.name} failed: {message}",
-                detail=detail,
-                properties=dict(common),
-            )
+            cell.outcome = Outcome.FAILED
+            cell.message, cell.detail = f"loading {binary.name} failed: {message}", detail
             return cell, False
-        return self._run_case(kernel, case, target, module, common, timed)
+        return self._run_case(kernel, case, module, cell, timed)
 
-    def _run_case(self, kernel, case: Case, target: Target, module: Module, common, timed: bool):
+    def _run_case(self, kernel, case: Case, module: Module, cell: Cell, timed: bool):
         started = time.monotonic()
         healthy = True
-        cell = Cell(
-            kernel.classname, f"{case.name}[{target.name}]", Outcome.PASSED, properties=dict(common)
-        )
-        cell.properties["seed"] = str(seed_of(kernel, case))
+        cell.seed = seed_of(kernel, case)
         workspace = None
         try:
             workspace = self._check(kernel, case, module, cell)
             if timed and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
                 work = _spec_step("work", kernel.spec.work, seen)
-                timing_started = time.monotonic()
                 timing = self._measure(workspace.run, workspace.reset_scratch)
-                cell.samples_us = timing.samples_us
-                cell.properties.update(timing_properties(timing, work, self.info))
-                cell.properties["timing_wall_s"] = f"{time.monotonic() - timing_started:.3f}"
+                cell.timing = dataclasses.replace(timing, sm_clock_mhz=sm_clock_mhz(self.info))
+                cell.throughput = throughput(work, timing.median_us, self.info)
                 if kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
-                    cell.properties.update(
-                        _spec_step(
-                            "vendor",
-                            measure_vendor,
-                            kernel.spec.vendor,
-                            seen,
-                            workspace.problem.inputs,
-                            stream,
-                            lambda run: self._measure(run, lambda: None),
-                            timing,
-                            work,
-                        )
+                    cell.vendor = _spec_step(
+                        "vendor",
+                        measure_vendor,
+                        kernel.spec.vendor,
+                        seen,
+                        workspace.problem.inputs,
+                        stream,
+                        lambda run: self._measure(run, lambda: None),
+                        timing,
+                        work,
                     )
         except _SpecFailure as failure:
             if isinstance(failure.error, DeviceUnsupported):
@@ -179,15 +174,16 @@ class GpuRuntime:
         except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
             raise _SpecFailure("setup", error) from error
         entry = problem.launches[0].entry
-        cell.properties["binary"] = module.kernel(entry).path
+        cell.binary = module.kernel(entry).path
         workspace.reset_scratch()
         workspace.run()
         self.stream.sync()
         actual = workspace.outputs()
+        after = workspace.inputs_after()
         problems = [
             msg
             for name, before in problem.inputs.items()
-            if (msg := unchanged(name, before, workspace.inputs_after()[name]))
+            if (msg := unchanged(name, before, after[name]))
         ]
         seen = problem.case_seen_by(case)
         expected = _spec_step("reference", kernel.spec.reference, seen, problem.inputs)

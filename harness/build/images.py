@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.matrix import Target
+from harness.build.matrix import Target
 
 DOCKERFILE = Path("docker") / "Dockerfile"
 CONTEXT_FILES = (DOCKERFILE, Path("requirements.txt"))

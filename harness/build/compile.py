@@ -1,8 +1,10 @@
 """nvcc per (kernel, target), cached by content, with ptxas' resource report kept.
 
 The cache key covers everything that changes the binary: the source and the project headers it
-includes, the flags, the target's gencode and nvcc's exact version. Entries are written to a
-temporary name and renamed, so a crash or a second run never sees half a file.
+includes with quotes, the toolkit's own headers (CCCL, cooperative_groups: what angle brackets
+reach), the flags and the flags nvcc takes from the environment, the target's gencode, nvcc's
+exact version and the host compiler's. Entries are written to a temporary name and renamed, so a
+crash or a second run never sees half a file.
 """
 
 from __future__ import annotations
@@ -15,27 +17,19 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.kernels import Kernel
-from harness.matrix import Target
-from harness.toolchain import Toolchain
+from harness.build.kernels import Kernel
+from harness.build.matrix import Target
+from harness.build.toolchain import Toolchain
+from harness.result import Resources
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
 TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Resources:
-    """ptxas -v for one entry point."""
-
-    registers: int
-    smem_bytes: int
-    spill_bytes: int  # spill stores + spill loads
-    stack_bytes: int
 
 
 @dataclass(frozen=True)
@@ -81,9 +75,36 @@ def sources_of(source: Path) -> list[Path]:
     return seen
 
 
-def cache_key(kernel: Kernel, target: Target, toolchain: Toolchain) -> str:
+# nvcc reads these from the environment and adds them to every command line.
+FLAG_VARIABLES = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+
+
+def toolkit_fingerprint(toolchain: Toolchain, env: Mapping[str, str]) -> str:
+    """What changes every binary of this toolchain: nvcc's version, its headers' content, the
+    host compiler's version, and the environment's nvcc flags."""
     digest = hashlib.sha256()
-    for part in (toolchain.version, target.gencode, *FLAGS):
+    digest.update(toolchain.version.encode() + b"\0")
+    for name in FLAG_VARIABLES:
+        digest.update(f"{name}={env.get(name, '')}".encode() + b"\0")
+    digest.update(_host_compiler_version(env.get("NVCC_CCBIN") or "g++").encode() + b"\0")
+    include = toolchain.nvcc.parent.parent / "include"
+    for header in sorted(path for path in include.rglob("*") if path.is_file()):
+        digest.update(str(header.relative_to(include)).encode() + b"\0")
+        digest.update(header.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _host_compiler_version(compiler: str) -> str:
+    try:
+        result = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"{compiler}: {type(error).__name__}"  # nvcc will fail too, and say why
+    return (result.stdout.splitlines() or [""])[0]
+
+
+def cache_key(kernel: Kernel, target: Target, fingerprint: str) -> str:
+    digest = hashlib.sha256()
+    for part in (fingerprint, target.gencode, *FLAGS):
         digest.update(part.encode() + b"\0")
     for path in sources_of(kernel.source):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -141,10 +162,17 @@ def _read_entry(binary: Path, record: Path) -> dict | None:
 
 
 class Compiler:
-    def __init__(self, toolchain: Toolchain, cache_dir: Path, timeout_s: float = TIMEOUT_S):
+    def __init__(
+        self,
+        toolchain: Toolchain,
+        cache_dir: Path,
+        timeout_s: float = TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+    ):
         self.toolchain = toolchain
         self.cache_dir = Path(cache_dir)
         self.timeout_s = timeout_s
+        self.fingerprint = toolkit_fingerprint(toolchain, os.environ if env is None else env)
 
     def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
         return (
@@ -165,7 +193,7 @@ class Compiler:
         return dataclasses.replace(compiled, sass=sass)
 
     def _compile(self, kernel: Kernel, target: Target) -> Compiled:
-        key = cache_key(kernel, target, self.toolchain)
+        key = cache_key(kernel, target, self.fingerprint)
         folder = self.cache_dir / kernel.classname
         binary = folder / f"{target.name}-{key}.fatbin"
         record = binary.with_suffix(".json")

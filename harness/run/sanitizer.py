@@ -8,14 +8,14 @@ exit status alone: `ERROR SUMMARY: N errors` (memcheck, synccheck, initcheck), a
 
 from __future__ import annotations
 
-import enum
 import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.toolchain import Toolchain, ToolchainError
+from harness.build.matrix import Tool
+from harness.build.toolchain import Toolchain, ToolchainError
 
 _EXE = "compute-sanitizer"
 STANDARD = Path("/usr/local/cuda")  # where the toolkit's installers put it
@@ -32,13 +32,6 @@ _RACECHECK_SUMMARY = re.compile(
 # A finding starts at the prefix and one space; its details (at, by thread, backtrace) are
 # indented further.
 _FINDING = re.compile(r"^=+ (\S.*?)\s*$", re.MULTILINE)
-
-
-class Tool(enum.Enum):
-    MEMCHECK = "memcheck"  # out-of-bounds and misaligned accesses, hardware exceptions
-    RACECHECK = "racecheck"  # shared memory hazards
-    SYNCCHECK = "synccheck"  # barriers that not every thread reaches, bad masks
-    INITCHECK = "initcheck"  # reads of global memory nothing wrote
 
 
 class SanitizerMissing(Exception):

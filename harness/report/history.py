@@ -1,5 +1,8 @@
 """Every report's cells, kept in SQLite by commit, target, runner and device; and the verdict of a
 cell's median against a baseline run: SAME within the runs' noise, FASTER or SLOWER beyond it.
+
+Each row keeps its cell in the result model's JSON form, with the median and noise beside it as
+numbers for the queries.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.merge import MergedCell, ReportSet
+from harness.report.merge import ReportSet
+from harness.result import Cell
 
 # Run-to-run spread of the same binary on one H200 (docs/reports/h200 and the runs before it)
 # was up to ~0.7 % on the small memory-bound cases, while the in-run noise of a 4096^3 GEMM is
@@ -19,6 +23,7 @@ from harness.merge import MergedCell, ReportSet
 NOISE_FLOOR_PCT = 1.0
 SIGMAS = 2.0
 
+SCHEMA_VERSION = 2  # PRAGMA user_version: 1 kept each cell's properties as strings
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -36,7 +41,7 @@ CREATE TABLE IF NOT EXISTS cells (
     outcome TEXT NOT NULL,
     median_us REAL,
     noise_pct REAL,
-    properties TEXT NOT NULL,
+    cell TEXT NOT NULL,
     PRIMARY KEY (run_id, classname, name)
 );
 """
@@ -44,7 +49,7 @@ CREATE TABLE IF NOT EXISTS cells (
 
 @dataclass(frozen=True)
 class Verdict:
-    cell: MergedCell
+    cell: Cell
     baseline_us: float
     ratio: float  # current / baseline median: above 1 is slower
     tolerance_pct: float
@@ -55,31 +60,47 @@ class Verdict:
         return 100.0 * (self.ratio - 1.0)
 
 
+class HistoryError(Exception):
+    """A history database this harness cannot use; the message names the file."""
+
+
 class History:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path)
         self.db.execute("PRAGMA foreign_keys = ON")
+        (version,) = self.db.execute("PRAGMA user_version").fetchone()
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables and version != SCHEMA_VERSION:
+            self.db.close()
+            raise HistoryError(
+                f"{path}: history of schema {version}, not {SCHEMA_VERSION}: move it aside "
+                "(nothing in it is changed) and the next report starts a new one"
+            )
         self.db.executescript(SCHEMA)
+        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.db.close()
 
     def record(self, report_set: ReportSet, commit: str) -> None:
         """Store each suite of the set under `commit`; recording the same again replaces it."""
-        suites: dict[str, list[MergedCell]] = {}
-        for cell in report_set.cells:
-            suites.setdefault(cell.suite, []).append(cell)
         with self.db:
-            for suite, cells in suites.items():
-                first = cells[0]
+            for report in report_set.reports:
+                cells = report.cells
                 self.db.execute(
-                    "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, suite)
+                    "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
                 )
                 run_id = self.db.execute(
                     "INSERT INTO runs (commit_id, suite, target, runner, device) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (commit, suite, first.target, first.runner, first.device),
+                    (
+                        commit,
+                        report.suite,
+                        report.target,
+                        report.provenance.runner,
+                        report.provenance.device or "none",
+                    ),
                 ).lastrowid
                 self.db.executemany(
                     "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -88,10 +109,10 @@ class History:
                             run_id,
                             c.classname,
                             c.name,
-                            c.outcome,
+                            c.outcome.value,
                             c.median_us,
-                            _noise(c),
-                            json.dumps(c.properties),
+                            c.timing.noise_pct if c.timing else None,
+                            json.dumps(c.to_json()),
                         )
                         for c in cells
                     ],
@@ -120,7 +141,7 @@ class History:
         }
         verdicts = []
         for cell in report_set.cells:
-            key = (cell.target, cell.device, cell.classname, cell.name)
+            key = (cell.target, cell.provenance.device or "none", cell.classname, cell.name)
             if cell.median_us is None or key not in stored:
                 continue
             base_median, base_noise = stored[key]
@@ -142,17 +163,12 @@ class History:
         return trends
 
 
-def judge(cell: MergedCell, base_median: float, base_noise_pct: float) -> Verdict:
+def judge(cell: Cell, base_median: float, base_noise_pct: float) -> Verdict:
     ratio = cell.median_us / base_median
-    combined = SIGMAS * math.hypot(_noise(cell) or 0.0, base_noise_pct)
+    combined = SIGMAS * math.hypot(cell.timing.noise_pct, base_noise_pct)
     tolerance = max(NOISE_FLOOR_PCT, combined)
     if abs(ratio - 1.0) * 100.0 <= tolerance:
         judgement = "SAME"
     else:
         judgement = "SLOWER" if ratio > 1.0 else "FASTER"
     return Verdict(cell, base_median, ratio, tolerance, judgement)
-
-
-def _noise(cell: MergedCell) -> float | None:
-    value = cell.properties.get("noise_pct")
-    return float(value) if value else None

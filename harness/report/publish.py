@@ -3,14 +3,13 @@ history they are compared against."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.dashboard import render_dashboard
-from harness.history import History, Verdict
-from harness.merge import ReportSet, load_reports, write_merged_xml
-from harness.summary import render_summary
+from harness.report.dashboard import render_dashboard
+from harness.report.history import History, HistoryError, Verdict
+from harness.report.merge import ReportSet, load_reports, write_merged_xml
+from harness.report.summary import render_summary
 
 
 @dataclass(frozen=True)
@@ -33,35 +32,14 @@ class Published:
     failures: list[str] = field(default_factory=list)  # why the exit code is not 0
 
 
-def current_commit(root: Path) -> str:
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return result.stdout.strip() if result.returncode == 0 else "unknown"
-
-
 def publish(options: PublishOptions) -> Published:
     report_set = load_reports(options.reports, options.expected_targets)
-    history = History(options.database)
+    failures: list[str] = list(report_set.problems)
     try:
-        verdicts: list[Verdict] = []
-        failures: list[str] = list(report_set.problems)
-        if options.baseline:
-            baseline = history.resolve(options.baseline)
-            if baseline is None:
-                failures.append(
-                    f"baseline {options.baseline!r} is not in {options.database} "
-                    f"(stored: {', '.join(c[:10] for c in history.commits()) or 'none'})"
-                )
-            else:
-                verdicts = history.compare(report_set, baseline)
-        history.record(report_set, options.commit)
-        trends = history.trends()
-    finally:
-        history.close()
+        verdicts, trends = _against_history(report_set, options, failures)
+    except HistoryError as error:  # the reports are still published, judged against nothing
+        failures.append(str(error))
+        verdicts, trends = [], {}
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
@@ -80,3 +58,23 @@ def publish(options: PublishOptions) -> Published:
         failures += [f"target {t} has no report" for t in report_set.missing_targets]
     files = [out / "merged.xml", out / "summary.md", out / "dashboard.html"]
     return Published(report_set, verdicts, files, failures)
+
+
+def _against_history(report_set, options: PublishOptions, failures: list[str]):
+    """The verdicts against the baseline and the stored trends, once this run is recorded."""
+    history = History(options.database)
+    try:
+        verdicts: list[Verdict] = []
+        if options.baseline:
+            baseline = history.resolve(options.baseline)
+            if baseline is None:
+                failures.append(
+                    f"baseline {options.baseline!r} is not in {options.database} "
+                    f"(stored: {', '.join(c[:10] for c in history.commits()) or 'none'})"
+                )
+            else:
+                verdicts = history.compare(report_set, baseline)
+        history.record(report_set, options.commit)
+        return verdicts, history.trends()
+    finally:
+        history.close()

@@ -67,7 +67,7 @@
 
   const fmt = (v) => (v >= 100 ? v.toFixed(1) : v >= 10 ? v.toFixed(2) : v.toFixed(3));
 
-  function histogram(samples, props) {
+  function histogram(samples, timing) {
     const values = samples.filter((v) => typeof v === "number").sort((a, b) => a - b);
     if (!values.length) return el("p", { class: "none" }, "no timing samples (the cell did not run)");
     const W = 440, H = 140, pad = 22, top = 26;
@@ -89,13 +89,14 @@
       bar.appendChild(svg("title", {}, `${c} samples in [${fmt(lo + (i * (hi - lo)) / bins)}, ${fmt(lo + ((i + 1) * (hi - lo)) / bins)}) µs`));
       root.appendChild(bar);
     });
-    [["time_p10_us", "#8a949e"], ["time_p90_us", "#8a949e"], ["time_median_us", "#c62828"]].forEach(([key, colour]) => {
-      const v = parseFloat(props[key]);
+    [["p10_us", "#8a949e"], ["p90_us", "#8a949e"], ["median_us", "#c62828"]].forEach(([key, colour]) => {
+      const v = timing ? timing[key] : NaN;
       if (!Number.isFinite(v) || v < lo || v > hi) return;
-      const median = key === "time_median_us";
+      const median = key === "median_us";
       root.appendChild(svg("line", { x1: x(v), x2: x(v), y1: top - 4, y2: H - pad, stroke: colour, "stroke-width": median ? 2 : 1, "stroke-dasharray": median ? "" : "3 2" }));
     });
-    const legend = `median ${props.time_median_us || "?"} µs (red), p10 ${props.time_p10_us || "?"} / p90 ${props.time_p90_us || "?"} (dashed)`;
+    const label = (key) => (timing && Number.isFinite(timing[key]) ? fmt(timing[key]) : "?");
+    const legend = `median ${label("median_us")} µs (red), p10 ${label("p10_us")} / p90 ${label("p90_us")} (dashed)`;
     root.appendChild(svg("text", { x: pad, y: 12 }, legend));
     root.appendChild(svg("line", { x1: pad, x2: W - pad, y1: H - pad, y2: H - pad, stroke: "#8a949e" }));
     root.appendChild(svg("text", { x: pad, y: H - 6 }, `${fmt(lo)} µs`));
@@ -163,10 +164,10 @@
     });
     panel.appendChild(keys.length ? table : el("p", { class: "none" }, "(no properties)"));
     panel.appendChild(el("h3", {}, "timing distribution"));
-    panel.appendChild(histogram(cell.samples_us || [], props));
+    panel.appendChild(histogram(cell.samples_us || [], cell.timing));
     panel.appendChild(el("h3", {}, "trend"));
     const trendBox = el("div", { id: "details-trend" });
-    trendBox.appendChild(sparkline(cell.trend || [], parseFloat(props.time_median_us)));
+    trendBox.appendChild(sparkline(cell.trend || [], cell.timing ? cell.timing.median_us : NaN));
     panel.appendChild(trendBox);
     panel.appendChild(el("h3", {}, "log"));
     panel.appendChild(cell.detail ? el("pre", { id: "details-log" }, cell.detail) : el("p", { id: "details-log", class: "none" }, "(no nvcc log or traceback)"));

@@ -1,0 +1,163 @@
+"""JUnit XML rendered from the result model, and the report's two files: XML and JSON.
+
+The XML follows the Jenkins xunit JUnit schema plus `<properties>` inside `<testcase>`: each
+metric of a cell is one property, formatted here and nowhere else, under the names dashboards
+already read (`time_median_us`, `registers`, ...). The JSON is `Report.to_json()`, numbers as
+numbers; it is what the harness itself reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.result import Cell, Outcome, Report
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    xml: Path
+    json: Path
+
+
+def report_files(reports_dir: Path, stem: str) -> ReportFiles:
+    return ReportFiles(reports_dir / f"{stem}.xml", reports_dir / f"{stem}.json")
+
+
+def write(files: ReportFiles, report: Report) -> None:
+    """Write both files atomically, so a crash mid-run leaves the last complete report."""
+    files.xml.parent.mkdir(parents=True, exist_ok=True)
+    _replace(files.xml, render([report]))
+    _replace(files.json, json.dumps(report.to_json(), indent=1) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(text)
+    os.replace(scratch, path)
+
+
+def render(reports: Iterable[Report], name: str | None = None) -> str:
+    """One `<testsuites>` with a `<testsuite>` per report: suites are appended, never merged."""
+    root = ET.Element("testsuites", {"name": name} if name else {})
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    for report in reports:
+        suite = _suite(root, report)
+        for key in ("tests", "failures", "errors"):
+            totals[key] += int(suite.get(key))
+        totals["time"] += float(suite.get("time"))
+    if name:  # the merged file: totals over its suites (the schema has no `skipped` here)
+        root.set("tests", str(totals["tests"]))
+        root.set("failures", str(totals["failures"]))
+        root.set("errors", str(totals["errors"]))
+        root.set("time", f"{totals['time']:.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+def _suite(root: ET.Element, report: Report) -> ET.Element:
+    count = {outcome: 0 for outcome in Outcome}
+    for cell in report.cells:
+        count[cell.outcome] += 1
+    testsuite = ET.SubElement(
+        root,
+        "testsuite",
+        name=report.suite,
+        tests=str(len(report.cells)),
+        failures=str(count[Outcome.FAILED]),
+        errors=str(count[Outcome.ERROR]),
+        skipped=str(count[Outcome.SKIPPED]),
+        time=f"{sum(cell.seconds for cell in report.cells):.3f}",
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    for cell in report.cells:
+        case = ET.SubElement(
+            testsuite,
+            "testcase",
+            classname=cell.classname,
+            name=cell.name,
+            time=f"{cell.seconds:.3f}",
+        )
+        properties = ET.SubElement(case, "properties")
+        for key, value in properties_of(cell).items():
+            ET.SubElement(properties, "property", name=key, value=value)
+        if cell.outcome is Outcome.SKIPPED:
+            ET.SubElement(case, "skipped", type=cell.skip_reason.value, message=cell.message)
+        elif cell.outcome is Outcome.FAILED:
+            ET.SubElement(case, "failure", type="failure", message=cell.message).text = cell.message
+        elif cell.outcome is Outcome.ERROR:
+            ET.SubElement(case, "error", type="error", message=cell.message).text = cell.message
+        if cell.detail:
+            ET.SubElement(case, "system-out").text = cell.detail
+    return testsuite
+
+
+def properties_of(cell: Cell) -> dict[str, str]:
+    """A cell's JUnit properties: what it ran on, then each metric it has, as text."""
+    where = cell.provenance
+    shown = {
+        "target": cell.target,
+        "device": where.device or "none",
+        "cc": where.cc or "none",
+        "driver": where.driver or "none",
+        "toolkit": where.toolkit or "none",
+        "commit": where.commit or "unknown",
+        "binary": cell.binary or "none",
+    }
+    if cell.seed is not None:
+        shown["seed"] = str(cell.seed)
+    if facts := cell.compile:
+        shown["embedded"] = facts.embedded
+        for resource in ("registers", "smem_bytes", "spill_bytes"):
+            if (worst := facts.worst(resource)) is not None:
+                shown[resource] = str(worst)
+        if facts.cached is not None:
+            shown["cached"] = "true" if facts.cached else "false"
+        for opcode, count in facts.sass_counts.items():
+            shown[f"sass_{opcode}"] = str(count)
+    if timing := cell.timing:
+        shown["time_median_us"] = f"{timing.median_us:.3f}"
+        shown["time_p10_us"] = f"{timing.p10_us:.3f}"
+        shown["time_p90_us"] = f"{timing.p90_us:.3f}"
+        shown["noise_pct"] = f"{timing.noise_pct:.3f}"
+        shown["samples"] = str(timing.samples)
+        shown["sm_clock_mhz"] = str(timing.sm_clock_mhz) if timing.sm_clock_mhz else "unknown"
+    if rate := cell.throughput:
+        if rate.gbytes_per_s is not None:
+            shown["gbytes_per_s"] = f"{rate.gbytes_per_s:.1f}"
+        if rate.tflops is not None:
+            shown["tflops"] = f"{rate.tflops:.2f}"
+        if rate.roofline_pct is not None:
+            shown["roofline_pct"] = f"{rate.roofline_pct:.1f}"
+    if timing:
+        shown["timing_wall_s"] = f"{timing.wall_s:.3f}"
+    if vendor := cell.vendor:
+        shown["vendor"] = vendor.library
+        if vendor.unavailable is not None:
+            shown["vendor_unavailable"] = vendor.unavailable
+        for key, value, digits in (
+            ("vendor_time_median_us", vendor.median_us, 3),
+            ("vendor_noise_pct", vendor.noise_pct, 3),
+            ("vendor_ratio", vendor.ratio, 3),
+            ("vendor_tflops", vendor.tflops, 2),
+        ):
+            if value is not None:
+                shown[key] = f"{value:.{digits}f}"
+    if cell.worker_start_s is not None:
+        shown["worker_start_s"] = f"{cell.worker_start_s:.2f}"
+    if cell.tool:
+        shown["tool"] = cell.tool
+    if found := cell.sanitizer:
+        shown["errors"] = "unknown" if found.errors is None else str(found.errors)
+        if found.warnings is not None:
+            shown["warnings"] = str(found.warnings)
+        shown["case_outcome"] = found.case_outcome.value if found.case_outcome else "none"
+        shown["exit_status"] = "killed" if found.exit_status is None else str(found.exit_status)
+        if found.case_message:
+            shown["case_message"] = found.case_message
+    return shown

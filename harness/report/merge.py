@@ -1,0 +1,140 @@
+"""Reads any number of per-target reports (JUnit XML + JSON) into one set of cells, and writes them
+back as one JUnit file that keeps every cell distinct.
+
+The JSON is the report (the result model's form); its XML must agree with it, cell for cell and
+outcome for outcome, since CI dashboards read the XML. A report that cannot be read, or whose two
+files disagree, is named in `problems` and left out; the rest are still merged. A target of
+matrix.yaml with no report at all is listed in `missing_targets`, never counted as passed.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from junitparser import Error, Failure, JUnitXml, Skipped
+from junitparser.junitparser import JUnitXmlError
+
+from harness.report import junit
+from harness.result import Cell, Outcome, Report, ReportError
+
+
+@dataclass
+class ReportSet:
+    reports: list[Report] = field(default_factory=list)
+    sources: list[Path] = field(default_factory=list)  # the XML file of each report
+    problems: list[str] = field(default_factory=list)  # unreadable input, named by file
+    missing_targets: list[str] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [cell for report in self.reports for cell in report.cells]
+
+    @property
+    def suites(self) -> list[str]:
+        return [report.suite for report in self.reports]
+
+    @property
+    def targets(self) -> list[str]:
+        return sorted({report.target for report in self.reports})
+
+    def never_ran(self) -> list[str]:
+        """Kernels none of whose run cells ran (passed or failed) on any target or runner."""
+        ran: dict[str, bool] = {}
+        for cell in self.cells:
+            if cell.case in ("compile", "spec"):
+                continue
+            ran.setdefault(cell.classname, False)
+            if cell.outcome in (Outcome.PASSED, Outcome.FAILED):
+                ran[cell.classname] = True
+        return sorted(kernel for kernel, did in ran.items() if not did)
+
+
+def load_reports(xml_files: list[Path], expected_targets: list[str]) -> ReportSet:
+    merged = ReportSet()
+    seen_files: set[Path] = set()
+    seen_suites: dict[str, Path] = {}
+    for xml_file in xml_files:
+        resolved = Path(xml_file).resolve()
+        if resolved in seen_files:
+            merged.problems.append(f"{xml_file}: given twice; read once")
+            continue
+        seen_files.add(resolved)
+        try:
+            report = read_report(Path(xml_file))
+        except ReportError as error:
+            merged.problems.append(str(error))
+            continue
+        if report.suite in seen_suites:
+            merged.problems.append(
+                f"{xml_file}: suite {report.suite!r} was already read from "
+                f"{seen_suites[report.suite]}; skipped (the same run twice?)"
+            )
+            continue
+        seen_suites[report.suite] = Path(xml_file)
+        merged.reports.append(report)
+        merged.sources.append(Path(xml_file))
+    present = set(merged.targets)
+    merged.missing_targets = [t for t in expected_targets if t not in present]
+    return merged
+
+
+def read_report(xml_file: Path) -> Report:
+    """The report of a JUnit file: its JSON beside it, checked against the XML."""
+    json_file = xml_file.with_suffix(".json")
+    try:
+        data = json.loads(json_file.read_text())
+    except OSError as error:
+        raise ReportError(f"{xml_file}: its JSON {json_file.name} is missing") from error
+    except ValueError as error:
+        raise ReportError(f"{json_file}: not valid JSON ({error})") from error
+    report = Report.from_json(data, json_file)
+    in_xml = _xml_outcomes(xml_file)
+    in_json = {(c.classname, c.name): c.outcome for c in report.cells}
+    if set(in_json) != set(in_xml) or len(report.cells) != len(in_xml):
+        only_xml = sorted(set(in_xml) - set(in_json))[:3]
+        only_json = sorted(set(in_json) - set(in_xml))[:3]
+        raise ReportError(
+            f"{json_file}: does not match {xml_file.name} ({len(report.cells)} cells in JSON, "
+            f"{len(in_xml)} in XML; only in XML: {only_xml}; only in JSON: {only_json})"
+        )
+    differ = [key for key, outcome in in_json.items() if in_xml[key] is not outcome]
+    if differ:
+        classname, name = differ[0]
+        raise ReportError(
+            f"{json_file}: disagrees with {xml_file.name} on {len(differ)} outcome(s); first "
+            f"{classname} {name}: {in_json[differ[0]].value} in JSON, "
+            f"{in_xml[differ[0]].value} in XML"
+        )
+    return report
+
+
+def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
+    try:
+        # ElementTree, not lxml: it never fetches an external entity a hostile file names.
+        document = JUnitXml.fromfile(str(xml_file), parse_func=ET.parse)
+    except (OSError, JUnitXmlError, SyntaxError) as error:  # lxml/ElementTree parse errors
+        raise ReportError(f"{xml_file}: not readable JUnit XML ({error})") from error
+    suites = list(document)
+    if len(suites) != 1:
+        raise ReportError(f"{xml_file}: expected one testsuite, found {len(suites)}")
+    outcomes = {}
+    for case in suites[0]:
+        outcome = Outcome.PASSED
+        for result in case.result:
+            if isinstance(result, Skipped):
+                outcome = Outcome.SKIPPED
+            elif isinstance(result, Error):
+                outcome = Outcome.ERROR
+            elif isinstance(result, Failure):
+                outcome = Outcome.FAILED
+        outcomes[(case.classname, case.name)] = outcome
+    return outcomes
+
+
+def write_merged_xml(report_set: ReportSet, path: Path) -> None:
+    """One JUnit file with one suite per report read: suites are appended, never merged."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit.render(report_set.reports, name="cuda-matrix"))

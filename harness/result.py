@@ -1,0 +1,348 @@
+"""The one result model: a cell of the matrix, and the report that holds one run's cells.
+
+A Cell is (chapter, kernel, case, target, runner) with one outcome, the typed metrics measured on
+the way (None where nothing was measured) and the provenance of its run. `Report.to_json()` is the
+one serialized form, versioned by SCHEMA_VERSION; the JUnit XML is rendered from the model
+(`harness.report.junit`), and the history database, the dashboard and the sanitizer's case
+process carry this form as it is. Numbers stay numbers; only the JUnit renderer formats them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = "2.0"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
+
+
+class Outcome(enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"  # wrong output, compile error, kernel fault, timeout
+    ERROR = "error"  # the harness or the spec broke
+    SKIPPED = "skipped"
+
+
+class SkipReason(enum.Enum):
+    TARGET_UNSUPPORTED = "target-unsupported"  # the kernel needs more than the target offers
+    DEVICE_UNSUPPORTED = "device-unsupported"  # this device cannot run the target's binary
+    NO_DEVICE = "no-device"  # no CUDA device visible
+
+
+class ReportError(Exception):
+    """A report that cannot be used; the message starts with its file name."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where and with what a cell ran: the same for every cell of one run."""
+
+    runner: str
+    commit: str | None = None  # the project's commit; None where git could not say
+    toolkit: str | None = None  # nvcc's version, "13.0.88"; None: no usable nvcc
+    device: str | None = None  # the GPU's name; None: no device
+    cc: str | None = None  # the GPU's compute capability, "9.0"
+    driver: str | None = None  # "580.159.04"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The kernel's time over its samples (cold L2), and what measuring it took."""
+
+    median_us: float
+    p10_us: float
+    p90_us: float
+    noise_pct: float  # relative standard deviation of the samples
+    samples_us: tuple[float, ...]
+    sm_clock_mhz: int | None = None  # NVML's reading after the samples; None: unknown
+    wall_s: float = 0.0  # host time spent measuring
+
+    @property
+    def samples(self) -> int:
+        return len(self.samples_us)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Work over the median time, and its share of the binding roof of the device."""
+
+    gbytes_per_s: float | None = None
+    tflops: float | None = None
+    roofline_pct: float | None = None  # None: the device has no peaks in matrix.yaml
+
+
+@dataclass(frozen=True)
+class Resources:
+    """ptxas -v for one entry point."""
+
+    registers: int
+    smem_bytes: int
+    spill_bytes: int  # spill stores + spill loads
+    stack_bytes: int
+
+
+@dataclass(frozen=True)
+class CompileFacts:
+    """A compile cell's build: what it embeds, whether the cache served it, what ptxas said."""
+
+    embedded: str  # the -gencode value
+    cached: bool | None = None  # None: nvcc never ran (no toolchain)
+    resources: dict[str, Resources] = field(default_factory=dict)  # by entry point
+    sass_counts: dict[str, int] = field(default_factory=dict)  # opcodes the spec demands
+
+    def worst(self, resource: str) -> int | None:
+        """The largest value of one resource over the entry points (registers, spill_bytes)."""
+        values = [getattr(r, resource) for r in self.resources.values()]
+        return max(values) if values else None
+
+
+@dataclass(frozen=True)
+class VendorTiming:
+    """The vendor library on the same case, timed by the same protocol as the kernel."""
+
+    library: str  # "torch.matmul (cuBLAS)"
+    median_us: float | None = None
+    noise_pct: float | None = None
+    tflops: float | None = None
+    ratio: float | None = None  # vendor time / kernel time: above 1, the kernel is faster
+    unavailable: str | None = None  # why the library could not run here (not installed)
+
+
+@dataclass(frozen=True)
+class SanitizerFindings:
+    """One compute-sanitizer tool's run over a case."""
+
+    errors: int | None  # None: the tool printed no summary
+    warnings: int | None = None  # racecheck's hazards below error level
+    exit_status: int | None = None  # None: killed at its timeout
+    case_outcome: Outcome | None = None  # the case's own verdict; None: it reported nothing
+    case_message: str = ""
+
+
+@dataclass
+class Cell:
+    """A cell of the matrix: `case` is a case name, or "compile" or "spec" (the kernel's own
+    cells); `tool` names the sanitizer tool of a sanitize cell."""
+
+    chapter: str
+    kernel: str
+    case: str
+    target: str
+    provenance: Provenance
+    outcome: Outcome
+    skip_reason: SkipReason | None = None
+    message: str = ""
+    detail: str = ""  # long text for system-out: the nvcc log, a traceback, a tool's log
+    seconds: float = 0.0
+    tool: str | None = None
+    binary: str | None = None  # how the device ran the binary: "sass" or "ptx-jit"
+    seed: int | None = None  # of the case's inputs
+    worker_start_s: float | None = None  # a fresh worker's start, paid by this cell
+    compile: CompileFacts | None = None
+    timing: Timing | None = None
+    throughput: Throughput | None = None
+    vendor: VendorTiming | None = None
+    sanitizer: SanitizerFindings | None = None
+
+    @property
+    def classname(self) -> str:  # JUnit's classname
+        return f"{self.chapter}.{self.kernel}"
+
+    @property
+    def name(self) -> str:  # JUnit's name: compile[sm_90a], n1[sm_90a], n1[sm_90a]:memcheck
+        return f"{self.case}[{self.target}]" + (f":{self.tool}" if self.tool else "")
+
+    @property
+    def row(self) -> str:
+        """The cell's row, the same in every column: `n1`, `compile`, `n1:memcheck`."""
+        return self.case + (f":{self.tool}" if self.tool else "")
+
+    @property
+    def runner(self) -> str:
+        return self.provenance.runner
+
+    @property
+    def column(self) -> str:
+        """Where a report shows it: target and runner."""
+        return f"{self.target}@{self.runner}"
+
+    @property
+    def median_us(self) -> float | None:
+        return self.timing.median_us if self.timing else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell without its target and provenance, which its report holds once."""
+        return {
+            "chapter": self.chapter,
+            "kernel": self.kernel,
+            "case": self.case,
+            "tool": self.tool,
+            "outcome": self.outcome.value,
+            "skip_reason": self.skip_reason.value if self.skip_reason else None,
+            "message": self.message,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 6),
+            "binary": self.binary,
+            "seed": self.seed,
+            "worker_start_s": self.worker_start_s,
+            "compile": _compile_json(self.compile),
+            "timing": _plain(self.timing),
+            "throughput": _plain(self.throughput),
+            "vendor": _plain(self.vendor),
+            "sanitizer": _sanitizer_json(self.sanitizer),
+        }
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any], target: str, provenance: Provenance) -> Cell:
+        """A cell read back; KeyError, TypeError or ValueError when the record is malformed."""
+        timing = record.get("timing")
+        return cls(
+            chapter=record["chapter"],
+            kernel=record["kernel"],
+            case=record["case"],
+            target=target,
+            provenance=provenance,
+            outcome=Outcome(record["outcome"]),
+            skip_reason=SkipReason(record["skip_reason"]) if record.get("skip_reason") else None,
+            message=record.get("message", ""),
+            detail=record.get("detail", ""),
+            seconds=float(record.get("seconds", 0.0)),
+            tool=record.get("tool"),
+            binary=record.get("binary"),
+            seed=record.get("seed"),
+            worker_start_s=record.get("worker_start_s"),
+            compile=_compile_from(record.get("compile")),
+            timing=Timing(**{**timing, "samples_us": tuple(timing["samples_us"])})
+            if timing
+            else None,
+            throughput=Throughput(**record["throughput"]) if record.get("throughput") else None,
+            vendor=VendorTiming(**record["vendor"]) if record.get("vendor") else None,
+            sanitizer=_sanitizer_from(record.get("sanitizer")),
+        )
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    """The GPU a run saw, as the report's header keeps it."""
+
+    name: str
+    cc: str
+    driver: str
+    cuda_driver: str
+    sm_count: int
+    l2_bytes: int
+
+
+@dataclass
+class Report:
+    """One run's cells for one target on one runner: what a JUnit file and its JSON hold."""
+
+    suite: str  # cuda-matrix.<target>.<runner>, cuda-matrix-sanitize.<target>.<runner>
+    target: str
+    provenance: Provenance
+    cells: list[Cell] = field(default_factory=list)
+    device: DeviceRecord | None = None
+    no_device_reason: str | None = None
+    nvcc: str | None = None
+    compute_sanitizer: str | None = None  # sanitize runs: the tool that ran
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "suite": self.suite,
+            "target": self.target,
+            "provenance": _plain(self.provenance),
+            "device": _plain(self.device),
+            "no_device_reason": self.no_device_reason,
+            "nvcc": self.nvcc,
+            "compute_sanitizer": self.compute_sanitizer,
+            "cells": [cell.to_json() for cell in self.cells],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, source: Path) -> Report:
+        """A report read back; ReportError naming `source` when it is of another schema or
+        malformed."""
+        if not isinstance(data, dict):
+            raise ReportError(f"{source}: not a report (a JSON object with schema_version)")
+        version = str(data.get("schema_version", "none"))
+        if version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+            raise ReportError(
+                f"{source}: schema_version {version} is not {SCHEMA_VERSION.split('.')[0]}.x, "
+                f"the one this harness reads ({SCHEMA_VERSION}): it was written by "
+                f"{'an older' if _older(version) else 'another'} harness; run the matrix again "
+                "to make it anew"
+            )
+        try:
+            provenance = Provenance(**data["provenance"])
+            target = data["target"]
+            device = data.get("device")
+            return cls(
+                suite=data["suite"],
+                target=target,
+                provenance=provenance,
+                cells=[Cell.from_json(c, target, provenance) for c in data["cells"]],
+                device=DeviceRecord(**device) if device else None,
+                no_device_reason=data.get("no_device_reason"),
+                nvcc=data.get("nvcc"),
+                compute_sanitizer=data.get("compute_sanitizer"),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ReportError(
+                f"{source}: malformed report ({type(error).__name__}: {error})"
+            ) from error
+
+
+def _older(version: str) -> bool:
+    try:
+        return int(version.split(".")[0]) < int(SCHEMA_VERSION.split(".")[0])
+    except ValueError:
+        return False
+
+
+def _plain(record) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    values = dict(vars(record))
+    for key, value in values.items():
+        if isinstance(value, tuple):
+            values[key] = list(value)
+    return values
+
+
+def _compile_json(facts: CompileFacts | None) -> dict[str, Any] | None:
+    if facts is None:
+        return None
+    return {
+        "embedded": facts.embedded,
+        "cached": facts.cached,
+        "resources": {entry: vars(r) for entry, r in facts.resources.items()},
+        "sass_counts": dict(facts.sass_counts),
+    }
+
+
+def _compile_from(record: dict[str, Any] | None) -> CompileFacts | None:
+    if record is None:
+        return None
+    return CompileFacts(
+        embedded=record["embedded"],
+        cached=record.get("cached"),
+        resources={e: Resources(**r) for e, r in record.get("resources", {}).items()},
+        sass_counts={op: int(n) for op, n in record.get("sass_counts", {}).items()},
+    )
+
+
+def _sanitizer_json(findings: SanitizerFindings | None) -> dict[str, Any] | None:
+    if findings is None:
+        return None
+    values = vars(findings).copy()
+    values["case_outcome"] = findings.case_outcome.value if findings.case_outcome else None
+    return values
+
+
+def _sanitizer_from(record: dict[str, Any] | None) -> SanitizerFindings | None:
+    if record is None:
+        return None
+    outcome = record.get("case_outcome")
+    return SanitizerFindings(**{**record, "case_outcome": Outcome(outcome) if outcome else None})
