@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -134,3 +136,17 @@ def test_a_missing_file_is_named(tmp_path):
 def test_an_unknown_target_lists_the_known_ones(matrix):
     with pytest.raises(MatrixError, match=r"no target 'sm_75' \(targets: sm_80, sm_90a, sm_100a\)"):
         matrix.target("sm_75")
+
+
+def test_reading_the_matrix_imports_neither_numpy_nor_the_run_stage():
+    """The noxfile reads matrix.yaml before any session installs numpy or cuda-python."""
+    probe = (
+        "import sys; from harness.build.matrix import load_matrix; "
+        f"load_matrix({str(ROOT / 'matrix.yaml')!r}); "
+        "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith("
+        "('harness.run', 'harness.commands', 'harness.report', 'cuda'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -351,7 +351,7 @@ def add_one_only(planted, tmp_path) -> Path:
     return planted
 
 
-def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_path):
+def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile_cache, tmp_path):
     calls, sleeper = tmp_path / "calls.jsonl", tmp_path / "sleeper.pid"
     fake = tmp_path / "fake-compute-sanitizer"
     fake.write_text(
@@ -368,7 +368,7 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_pat
     sanitizer = find_compute_sanitizer(toolchain, {"COMPUTE_SANITIZER": str(fake)})
     quick = dataclasses.replace(matrix, sanitize=dataclasses.replace(matrix.sanitize, timeout_s=3))
     target = matrix.targets["sm_90a"]
-    options = SanitizeOptions(target, (add_one_only,), tmp_path / "r", tmp_path / "c", "", "test")
+    options = SanitizeOptions(target, (add_one_only,), tmp_path / "r", compile_cache, "", "test")
     started = time.monotonic()
     result = sanitize_target(quick, options, toolchain, H200, sanitizer)
     assert time.monotonic() - started < 30  # the runs overlap; the sleeper cost one timeout
@@ -436,10 +436,10 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, tmp_pat
 
 
 def test_without_compute_sanitizer_every_run_cell_is_an_error(
-    matrix, toolchain, add_one_only, tmp_path
+    matrix, toolchain, add_one_only, compile_cache, tmp_path
 ):
     missing = SanitizerMissing("no compute-sanitizer found (tried: here; there; PATH)")
-    options = SanitizeOptions(matrix.targets["sm_90a"], (add_one_only,), tmp_path, tmp_path / "c")
+    options = SanitizeOptions(matrix.targets["sm_90a"], (add_one_only,), tmp_path, compile_cache)
     result = sanitize_target(matrix, options, toolchain, H200, missing)
     runs = [c for c in result.cells if ":" in c.name]
     assert len(runs) == len(matrix.sanitize.tools)
@@ -448,10 +448,10 @@ def test_without_compute_sanitizer_every_run_cell_is_an_error(
 
 
 def test_without_a_device_the_planted_kernels_are_compiled_and_their_runs_skipped(
-    matrix, toolchain, tmp_path
+    matrix, toolchain, compile_cache, tmp_path
 ):
     target = matrix.targets["sm_90a"]
-    options = SanitizeOptions(target, (PLANTED,), tmp_path / "r", tmp_path / "c", "", "test")
+    options = SanitizeOptions(target, (PLANTED,), tmp_path / "r", compile_cache, "", "test")
     missing = SanitizerMissing("none here")
     result = sanitize_target(matrix, options, toolchain, NoDevice("test"), missing)
     cells = {(c.classname.split(".")[1], c.name): c for c in result.cells}
@@ -475,10 +475,10 @@ def test_without_a_device_the_planted_kernels_are_compiled_and_their_runs_skippe
 
 
 def test_a_kernel_the_target_cannot_express_skips_its_tool_cells(
-    matrix, toolchain, planted, tmp_path
+    matrix, toolchain, planted, compile_cache, tmp_path
 ):
     target = matrix.targets["sm_80"]
-    options = SanitizeOptions(target, (planted,), tmp_path, tmp_path / "c", "needs_sm90")
+    options = SanitizeOptions(target, (planted,), tmp_path, compile_cache, "needs_sm90")
     result = sanitize_target(matrix, options, toolchain, H200, SanitizerMissing("none"))
     assert [c.name for c in result.cells] == ["compile[sm_80]"] + [
         f"blocks8[sm_80]:{tool.value}" for tool in matrix.sanitize.tools
@@ -487,9 +487,11 @@ def test_a_kernel_the_target_cannot_express_skips_its_tool_cells(
     assert result.files.xml.name == "partial-sanitize-sm_80.xml"
 
 
-def test_a_sanitize_report_merges_beside_the_test_report(matrix, toolchain, planted, tmp_path):
+def test_a_sanitize_report_merges_beside_the_test_report(
+    matrix, toolchain, planted, compile_cache, tmp_path
+):
     target = matrix.targets["sm_90a"]
-    reports, cache = tmp_path / "reports", tmp_path / "cache"
+    reports, cache = tmp_path / "reports", compile_cache
     options = RunOptions(target, (planted,), reports, cache, True, runner="test")
     tested = run_target(matrix, options, toolchain, NoDevice("test"))
     sanitize_options = SanitizeOptions(target, (planted,), reports, cache, runner="test")
@@ -527,11 +529,11 @@ def test_the_case_process_says_why_it_cannot_run_without_a_device(tmp_path):
     assert done.stderr.startswith("no CUDA device: "), done.stderr
 
 
-def test_the_cli_reports_every_cell_and_fails_when_one_failed(planted, tmp_path):
+def test_the_cli_reports_every_cell_and_fails_when_one_failed(planted, compile_cache, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}  # no device
     env.pop("COMPUTE_SANITIZER", None)
     args = ["sanitize", "sm90", "--kernels", str(planted), "--reports", str(tmp_path / "r")]
-    args += ["--cache", str(tmp_path / "c")]
+    args += ["--cache", str(compile_cache)]
 
     def cli(*more):
         command = [sys.executable, "-m", "harness", *args, *more]
