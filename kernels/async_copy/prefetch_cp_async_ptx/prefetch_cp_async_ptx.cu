@@ -1,9 +1,8 @@
 // prefetch_cp_async_ptx.cu: prefetch_pipeline written with raw PTX instead of cuda::pipeline.
 // out = 2 * in + 1 (int32), each thread streaming its batches through kStages shared-memory slots.
 //
-// Batches (the chapter's layout): one grid-wide batch covers gridDim.x * kThreads int4 vectors;
-// thread t of block b owns vector  (batch * gridDim.x + b) * kThreads + t  in every batch, so a
-// block's vectors in one batch are contiguous and batches stride over the grid ("grid-stride").
+// The batches each thread streams, the per-element work and the scalar tail are in
+// ../prefetch.cuh, shared by the two prefetch kernels; this file is about the copies.
 //
 //   prologue:  cp.async batches 0 .. kStages-1 into slots 0 .. kStages-1, one commit_group each
 //   loop b:    cp.async.wait_group kStages-1 (batch b's group has landed), compute batch b from
@@ -27,17 +26,15 @@
 // Groups are per thread and each thread reads only the slot it filled itself, so no block
 // barrier is needed (the chapter's __syncthreads() is for threads that share staged data).
 //
-// The n % 4 scalar tail (past the last whole int4) is done by block 0 with plain loads.
-//
 // Launch: grid = (any number of blocks, 1, 1), block = (kThreads, 1, 1),
 // dynamic shared memory = kStages * kThreads * 16 bytes.
 // Entries: prefetch_cp_async_ptx_stages{2,3,4}.
 
 #include <cstdint>
 
-namespace {
+#include "../prefetch.cuh"
 
-constexpr int kThreads = 256;
+namespace {
 
 // 16-byte asynchronous copy global -> shared. PTX wants a shared-window address (32 bit) for the
 // destination and a global address for the source, not generic pointers.
@@ -57,52 +54,38 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// The per-element work the chapter leaves open: out = 2 * in + 1.
-__device__ __forceinline__ int4 compute(int4 v) {
-  return make_int4(2 * v.x + 1, 2 * v.y + 1, 2 * v.z + 1, 2 * v.w + 1);
-}
-
 template <int kStages>
 __device__ __forceinline__ void prefetch(int* __restrict__ out, const int* __restrict__ in, int n) {
   static_assert(kStages >= 1 && kStages <= 8, "a few stages; each costs kThreads * 16 B");
   extern __shared__ int4 stage_buf[];  // stage s of thread t: stage_buf[s * kThreads + t]
 
-  const int64_t n4 = n / 4;  // whole int4 vectors
-  const int64_t per_batch = static_cast<int64_t>(gridDim.x) * kThreads;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  const int64_t batches = (n4 + per_batch - 1) / per_batch;  // the same for every thread
+  const Batches batches(n);
   const int4* in4 = reinterpret_cast<const int4*>(in);
   int4* out4 = reinterpret_cast<int4*>(out);
   int4* slots = stage_buf + threadIdx.x;
 
-  // This thread's vector in a given batch; past n4 in the last, partial batch (and beyond).
-  auto vec = [&](int64_t batch) { return first + batch * per_batch; };
-
   // Prologue: fill every stage. Batches that do not exist still commit (empty) groups.
   for (int s = 0; s < kStages; ++s) {
-    if (vec(s) < n4) cp_async_cg_16(slots + s * kThreads, in4 + vec(s));
+    if (batches.has(s)) cp_async_cg_16(slots + s * kThreads, in4 + batches.vec(s));
     cp_async_commit_group();
   }
 
   int stage = 0;
-  for (int64_t b = 0, fetch = kStages; b < batches; ++b, ++fetch) {
+  for (int64_t b = 0, fetch = kStages; b < batches.count; ++b, ++fetch) {
     // kStages + b groups committed so far; leaving kStages-1 pending means group b is done.
     cp_async_wait_group<kStages - 1>();
-    if (vec(b) < n4) out4[vec(b)] = compute(slots[stage * kThreads]);
+    if (batches.has(b)) out4[batches.vec(b)] = compute(slots[stage * kThreads]);
 
     // Refill the slot just consumed. The read above has already delivered its value to this
     // thread, and only this thread writes the slot, so the copy cannot overwrite unread data.
-    if (vec(fetch) < n4) cp_async_cg_16(slots + stage * kThreads, in4 + vec(fetch));
+    if (batches.has(fetch)) cp_async_cg_16(slots + stage * kThreads, in4 + batches.vec(fetch));
     cp_async_commit_group();  // always commit: keeps one group per batch
     stage = stage + 1 == kStages ? 0 : stage + 1;
   }
   // Every real copy was waited for above (fetches past the last batch are empty groups), so no
   // copy is still writing shared memory when the block exits.
 
-  if (blockIdx.x == 0 && threadIdx.x < (n & 3)) {
-    const int i = static_cast<int>(n4 * 4) + static_cast<int>(threadIdx.x);
-    out[i] = 2 * in[i] + 1;
-  }
+  scalar_tail(out, in, n, batches);
 }
 
 }  // namespace

@@ -7,92 +7,13 @@ branchy halo loads hurt: the compiler may emit load, wait, store per branch inst
 every load in flight first. Compare with stencil_memcpy_async_thread and
 stencil_memcpy_async_block, which copy the same layout asynchronously.
 
-What it computes (the chapter leaves the stencil's weights open):
+What it computes, the cases and the check: ../stencil.py, shared by the three stencils.
 
-    y[i] = sum_{k=-8..8} w_k * x[i + k],   w_k = (k + 9) / 256,   x[j] = 0 outside [0, n)
-
-float32 in and out. The weights 1/256 ... 17/256 are exact in float32 and asymmetric, so a halo
-loaded one chunk off or a mirrored window fails the check; zero padding at both ends means the
-first and last 8 outputs check the boundary handling. Each block produces kTile = 2048 outputs from
-a shared buffer laid out like the chapter's "8 | 32 | 8": an 8-element left halo, the 2048-element
-center and an 8-element right halo, all whole 16-byte chunks.
-
-Memory bound: x is read once from DRAM (the halo re-reads hit L2) and y written once, 8 bytes per
-element. This is the chapter's synchronous contrast case. With 16-byte loads and up to eight
-resident blocks per SM it may still come close to the DRAM roofline on the large case; the async
-versions mainly save registers and load latency.
+Memory bound, like the other two. This is the chapter's synchronous contrast case. With 16-byte
+loads and up to eight resident blocks per SM it may still come close to the DRAM roofline on the
+large case; the async versions mainly save registers and load latency.
 """
 
-from __future__ import annotations
+from ..stencil import stencil_spec
 
-from collections.abc import Mapping
-
-import numpy as np
-
-from harness.spec import Buf, Case, DeviceLimits, KernelSpec, Launch, Problem, Scalar, Work
-
-ENTRY = "stencil_sync"
-THREADS = 256  # kThreads in the .cu
-TILE = 2048  # kTile in the .cu: outputs per block
-RADIUS = 8
-WEIGHTS = np.arange(1, 2 * RADIUS + 2, dtype=np.float64) / 256.0  # w_k for k = -8 .. 8
-
-# Default fp32 tolerance (rtol = atol = 1e-4) is ample: the kernel's 17 fused multiply-adds with
-# exact weights err by at most ~17 * 2**-24 * sum_k |w_k x_k| <= ~17 * 6e-8 * 0.6 * max|x|, about
-# 4e-6 for N(0, 1) inputs (max|x| ~ 6), while a missing or misplaced tap is off by >= |x| / 256.
-CASES = (
-    # 2**25 floats: 128 MiB read + 128 MiB written, about four times the H200's L2.
-    Case("n33554432", {"n": 1 << 25}),
-    # 3 full tiles + 5 elements: the last block has one whole chunk and a 1-element partial
-    # chunk, and its right halo lies entirely past n (zeros).
-    Case("n6149", {"n": 6149}),
-    # n % 4 == 0 but not a multiple of the tile: the last block holds exactly one chunk.
-    Case("n4100", {"n": 4100}),
-    # A single element: both halos are padding, the one chunk is partial.
-    Case("n1", {"n": 1}),
-)
-
-
-def _n(case: Case) -> int:
-    n = int(case.params["n"])
-    if not 0 < n <= 2**31 - 1 - 2 * TILE:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    return n
-
-
-def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
-    n = _n(case)
-    x = rng.standard_normal(n, dtype=np.float32)
-    launch = Launch(
-        entry=ENTRY,
-        grid=(-(-n // TILE), 1, 1),
-        block=(THREADS, 1, 1),
-        args=(Buf("x"), Buf("y"), Scalar(np.int32(n))),
-    )
-    return Problem(
-        inputs={"x": x}, outputs={"y": np.empty(n, dtype=np.float32)}, launches=(launch,)
-    )
-
-
-def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-    n = _n(case)
-    padded = np.zeros(n + 2 * RADIUS, dtype=np.float64)  # zero padding at both ends
-    padded[RADIUS : RADIUS + n] = inputs["x"]
-    # np.correlate 'valid': y[i] = sum_m padded[i + m] * WEIGHTS[m] = sum_k w_k x[i + k], m = k + 8
-    y = np.correlate(padded, WEIGHTS, mode="valid")
-    assert y.shape == (n,)
-    return {"y": y.astype(np.float32)}
-
-
-def work(case: Case) -> Work:
-    n = _n(case)
-    return Work(bytes=2 * n * 4)
-
-
-SPEC = KernelSpec(
-    source="stencil_sync.cu",
-    cases=CASES,
-    setup=setup,
-    reference=reference,
-    work=work,
-)
+SPEC = stencil_spec("stencil_sync")

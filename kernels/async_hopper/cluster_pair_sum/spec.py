@@ -33,6 +33,8 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    ceil_div,
+    int32_param,
 )
 
 THREADS = 256  # kThreads in the .cu
@@ -67,12 +69,11 @@ CASES = (
 
 
 def _dims(case: Case) -> tuple[int, int, int]:
-    n, chunk = int(case.params["n"]), int(case.params["chunk"])
+    chunk = int(case.params["chunk"])
     if chunk % 4 != 0 or chunk <= 0:
         raise ValueError(f"chunk={chunk}: must be a positive multiple of 4 (float4 loads)")
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    clusters = -(-n // (CLUSTER * chunk))
+    n = int32_param(case, "n")
+    clusters = ceil_div(n, CLUSTER * chunk)
     return n, chunk, clusters
 
 
@@ -112,7 +113,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="cluster_pair_sum.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

@@ -29,6 +29,7 @@ from harness.spec import (
     RequireSm,
     TensorMap,
     Work,
+    grid_2d,
 )
 
 BOX = (64, 64)  # (rows, cols); must match kBoxRows / kBoxCols in the .cu
@@ -55,10 +56,9 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
     rows, cols = _shape(case)
     x = rng.standard_normal((rows, cols), dtype=np.float32)
     y = np.empty((rows, cols), dtype=np.float32)
-    grid = (-(-cols // BOX[1]), -(-rows // BOX[0]), 1)  # x: box columns, y: box rows
     launch = Launch(
         entry="tma_add_one",
-        grid=grid,
+        grid=grid_2d(cols, rows, BOX[1], BOX[0]),  # x: box columns, y: box rows
         block=(THREADS, 1, 1),
         args=(TensorMap("x", box=BOX), TensorMap("y", box=BOX)),
     )
@@ -76,7 +76,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="tma_add_one.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

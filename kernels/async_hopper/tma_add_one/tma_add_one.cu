@@ -23,6 +23,8 @@
 #include <cuda.h>  // CUtensorMap
 #include <cstdint>
 
+#include "../mbarrier_tma.cuh"
+
 namespace {
 
 constexpr int kBoxRows = 64;
@@ -33,73 +35,6 @@ constexpr uint32_t kBoxBytes = kBoxRows * kBoxCols * sizeof(float);  // 16 KiB
 static_assert(kBoxRows <= 256 && kBoxCols <= 256, "TMA box dimensions are limited to 256");
 static_assert((kBoxCols * sizeof(float)) % 16 == 0, "TMA box rows must be a multiple of 16 bytes");
 static_assert((kBoxRows * kBoxCols) % (4 * kThreads) == 0, "float4 loop assumes an even split");
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  // PTX shared-memory operands want a 32-bit address in the shared window, not a generic pointer.
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals)
-               : "memory");
-}
-
-// Makes this thread's generic-proxy writes to shared memory (the mbarrier init, the tile)
-// visible to the async proxy, i.e. to the TMA engine. Without it the TMA unit may see stale data.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// One arrival plus "expect this many more bytes before the phase may complete".
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-
-// Spins until the phase with the given parity has completed. try_wait may time out and return
-// false (it is a potentially blocking test, not a guaranteed wait), hence the loop.
-__device__ __forceinline__ void mbar_wait_parity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  }
-}
-
-// TMA load of one box. Coordinates are in elements, innermost (column) first; they may point
-// partly outside the tensor, the missing elements arrive as zeros and still count as bytes.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int32_t col,
-                                            int32_t row, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar))
-      : "memory");
-}
-
-// TMA store of one box; elements outside the tensor are not written.
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, int32_t col, int32_t row,
-                                             const void* src) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(col), "r"(row), "r"(smem_addr(src))
-      : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit_and_wait_read() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-  // ".read": wait only until the TMA engine has read the source (our shared memory), which is
-  // what must happen before the block exits and its shared memory is reused. The global writes
-  // themselves complete on their own; the kernel's end makes them visible to the host.
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
 
 }  // namespace
 

@@ -32,6 +32,7 @@ from harness.spec import (
     TensorMap,
     Tolerance,
     Work,
+    ceil_div,
 )
 from harness.vendor import torch_matmul
 
@@ -75,7 +76,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
             f"needs {SMEM_BYTES} bytes of shared memory per block, the device allows "
             f"{device.smem_optin_bytes}"
         )
-    tiles = -(-m // BM) * -(-n // BN)
+    tiles = ceil_div(m, BM) * ceil_div(n, BN)
     launch = Launch(
         entry="wgmma_ws_gemm",
         grid=(tiles, 1, 1),
@@ -108,7 +109,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="wgmma_ws_gemm.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

@@ -25,6 +25,8 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 
+#include "../mbarrier_tma.cuh"
+
 namespace {
 
 constexpr int kBM = 128;  // tile rows: 2 consumer warpgroups x wgmma's M of 64
@@ -44,58 +46,6 @@ constexpr uint32_t kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
 
 static_assert(kSmemBytes <= 227 * 1024, "beyond sm_90's 227 KiB of shared memory per block");
 static_assert(kBK * 2 == 128, "one k-tile row must be one 128-byte swizzle row");
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// ---- mbarriers ---------------------------------------------------------------------------
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
-// One arrival, and the phase also waits for `bytes` more bytes of async (TMA) writes.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-
-// Returns once the phase of the given parity has completed. A barrier's phases alternate
-// 0, 1, 0, ...; the n-th use of a ring stage waits on parity n & 1. try_wait may give up after
-// a while without the phase completing, hence the loop.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  }
-}
-
-// ---- TMA ---------------------------------------------------------------------------------
-
-// Coordinates are elements, innermost (k) first. A box reaching past the tensor's edge is
-// zero-filled, and those zeros count toward the barrier's bytes like real ones: the k tail and
-// the M/N edges need no special case, zeros add nothing to a dot product.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int32_t k,
-                                            int32_t row, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_addr(bar))
-      : "memory");
-}
 
 // ---- wgmma -------------------------------------------------------------------------------
 
@@ -200,8 +150,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(&empty[s], kConsumers * 4);      // one arrival per consumer warp
     }
     // Make the initialised barriers visible to the TMA engine (the async proxy) too.
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_mbarrier_init();
+    fence_proxy_async_smem();
   }
   __syncthreads();
 
@@ -213,8 +163,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
         const int s = kt % kStages;
         // Round r of stage s needs the consumers' release of round r - 1. A fresh barrier
         // counts as having completed the phase before phase 0, so round 0 passes at once.
-        mbar_wait(&empty[s], ((kt / kStages) & 1) ^ 1);
+        mbar_wait_parity(&empty[s], ((kt / kStages) & 1) ^ 1);
         mbar_arrive_expect_tx(&full[s], kStageBytes);
+        // Coordinates are (k, row). A box reaching past the tensor's edge is zero-filled and
+        // those zeros count toward the barrier's bytes like real ones: the k tail and the M/N
+        // edges need no special case, zeros add nothing to a dot product.
         tma_load_2d(tiles_a + s * kBM * kBK, &tmap_a, kt * kBK, tile_m * kBM, &full[s]);
         tma_load_2d(tiles_b + s * kBN * kBK, &tmap_b, kt * kBK, tile_n * kBN, &full[s]);
       }
@@ -231,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int s = kt % kStages;
-      mbar_wait(&full[s], (kt / kStages) & 1);
+      mbar_wait_parity(&full[s], (kt / kStages) & 1);
       const __nv_bfloat16* a = tiles_a + s * kBM * kBK + half * 64 * kBK;
       const __nv_bfloat16* b = tiles_b + s * kBN * kBK;
       wgmma_fence();

@@ -31,9 +31,12 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    ceil_div,
+    int32_param,
 )
 
-UNROLL = 4  # kUnroll in the .cu
+from ..span_sums import span_sums
+
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 CHUNK = 16384  # elements per block in every case: 64 KiB of input, 4096 blocks at n = 64M
 
@@ -73,14 +76,13 @@ CASES = (
 
 
 def _dims(case: Case) -> tuple[int, int, int, int]:
-    n, block, chunk = int(case.params["n"]), int(case.params["block"]), int(case.params["chunk"])
+    block, chunk = int(case.params["block"]), int(case.params["chunk"])
     if block not in (128, 256, 512):
         raise ValueError(f"block={block}: the .cu instantiates 128, 256 and 512 only")
     if chunk <= 0 or chunk % 4 != 0:
         raise ValueError(f"chunk={chunk}: must be a positive multiple of 4 (float4 loads)")
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    return n, block, chunk, -(-n // chunk)
+    n = int32_param(case, "n")
+    return n, block, chunk, ceil_div(n, chunk)
 
 
 def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
@@ -100,14 +102,8 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
 
 
 def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-    n, _, chunk, blocks = _dims(case)
-    x = inputs["x"]
-    full = n // chunk  # blocks with a whole chunk; a last, shorter one follows if n % chunk
-    sums = np.empty(blocks, dtype=np.float64)
-    sums[:full] = x[: full * chunk].reshape(full, chunk).sum(axis=1, dtype=np.float64)
-    if full < blocks:
-        sums[full] = x[full * chunk :].sum(dtype=np.float64)
-    return {"partials": sums.astype(np.float32)}
+    _, _, chunk, _ = _dims(case)
+    return {"partials": span_sums(inputs["x"], chunk).astype(np.float32)}
 
 
 def work(case: Case) -> Work:
@@ -116,7 +112,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="block_reduce.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

@@ -16,89 +16,10 @@ SM has only 8 KB of loads in flight, too few to cover DRAM latency (Little's law
 loads first (64 KB in flight per full SM), then runs one `cg::reduce` per group; lane k keeps
 group k's sum and lanes 0..7 store the 8 sums at once. The sums and their meaning are unchanged.
 Bandwidth is reported (x read once, one float per 32 written), but the point is the CG API.
+
+The problem, its cases and its check: ../warp_sums.py, shared with warp_allreduce_xor.
 """
 
-from __future__ import annotations
+from ..warp_sums import warp_sums_spec
 
-from collections.abc import Mapping
-
-import numpy as np
-
-from harness.spec import (
-    Buf,
-    Case,
-    DeviceLimits,
-    KernelSpec,
-    Launch,
-    Problem,
-    Scalar,
-    Tolerance,
-    Work,
-)
-
-THREADS = 256  # kThreads in the .cu; a multiple of 32
-GROUPS = 8  # kGroups in the .cu: 32-element groups per tile
-ELEMS_PER_BLOCK = THREADS * GROUPS
-# Inputs are uniform in [-1, 1), so a warp's sum of |x| is at most 32. cg::reduce adds in a
-# tree of five levels, each rounding once: the float32 sum is within 5 * 2^-24 * 32 < 1e-5 of
-# the exact one, so CONTRACT's atol of 1e-4 covers it, sums that cancel to near zero included.
-TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
-
-CASES = (
-    # 128 MiB read, 1M group sums written.
-    Case("n33554432", {"n": 1 << 25}, tolerance=TOLERANCE),
-    # 1000003 = 32 * 31250 + 3: a last group of 3 lanes (group 31250 = tile 3906's third), in a
-    # block (2048 elements = 64 groups) whose later groups and tiles are empty.
-    Case("n1000003", {"n": 1_000_003}, tolerance=TOLERANCE),
-    # One full group and a second group with a single lane, in one tile.
-    Case("n33", {"n": 33}, tolerance=TOLERANCE),
-    # A single element: one tile, one real lane, seven empty groups, seven empty tiles.
-    Case("n1", {"n": 1}, tolerance=TOLERANCE),
-)
-
-
-def _n(case: Case) -> int:
-    n = int(case.params["n"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    return n
-
-
-def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
-    n = _n(case)
-    x = rng.uniform(-1.0, 1.0, n).astype(np.float32)  # both signs: sums may cancel
-    launch = Launch(
-        entry="cg_warp_reduce",
-        grid=(-(-n // ELEMS_PER_BLOCK), 1, 1),
-        block=(THREADS, 1, 1),
-        args=(Buf("x"), Buf("sums"), Scalar(np.int32(n))),
-    )
-    return Problem(
-        inputs={"x": x},
-        outputs={"sums": np.empty(-(-n // 32), dtype=np.float32)},
-        launches=(launch,),
-    )
-
-
-def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-    x = inputs["x"].astype(np.float64)
-    n = x.size
-    warps = -(-n // 32)
-    padded = np.zeros(warps * 32)
-    padded[:n] = x
-    return {"sums": padded.reshape(warps, 32).sum(axis=1).astype(np.float32)}
-
-
-def work(case: Case) -> Work:
-    n = _n(case)
-    return Work(bytes=n * 4 + -(-n // 32) * 4)
-
-
-SPEC = KernelSpec(
-    source="cg_warp_reduce.cu",
-    cases=CASES,
-    setup=setup,
-    reference=reference,
-    work=work,
-    requires=None,
-)
+SPEC = warp_sums_spec("cg_warp_reduce", "sums", every_lane=False)

@@ -111,7 +111,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="cluster_dsmem_exchange.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

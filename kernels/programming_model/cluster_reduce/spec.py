@@ -38,7 +38,11 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    ceil_div,
+    int32_param,
 )
+
+from ..span_sums import span_sums
 
 THREADS = 256  # kThreads in the .cu
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
@@ -85,14 +89,13 @@ CASES = (
 
 
 def _dims(case: Case) -> tuple[int, int, int, int]:
-    n, cluster, chunk = (int(case.params[k]) for k in ("n", "cluster", "chunk"))
+    cluster, chunk = int(case.params["cluster"]), int(case.params["chunk"])
     if chunk <= 0 or chunk % 4 != 0:
         raise ValueError(f"chunk={chunk}: must be a positive multiple of 4 (float4 loads)")
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
+    n = int32_param(case, "n")
     if not 1 <= cluster <= 16:
         raise ValueError(f"cluster={cluster}: the hardware allows 1 to 16 blocks")
-    clusters = -(-n // (cluster * chunk))
+    clusters = ceil_div(n, cluster * chunk)
     return n, cluster, chunk, clusters
 
 
@@ -114,15 +117,8 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
 
 
 def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-    n, cluster, chunk, clusters = _dims(case)
-    x = inputs["x"]
-    span = cluster * chunk
-    full = n // span  # clusters whose span lies entirely inside x
-    sums = np.empty(clusters, dtype=np.float64)
-    sums[:full] = x[: full * span].reshape(full, span).sum(axis=1, dtype=np.float64)
-    if full < clusters:  # the last, partial cluster
-        sums[full] = x[full * span :].sum(dtype=np.float64)
-    return {"sums": sums.astype(np.float32)}
+    _, cluster, chunk, _ = _dims(case)
+    return {"sums": span_sums(inputs["x"], cluster * chunk).astype(np.float32)}
 
 
 def work(case: Case) -> Work:
@@ -131,7 +127,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="cluster_reduce.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

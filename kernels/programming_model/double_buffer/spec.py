@@ -32,6 +32,7 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    int32_extent,
 )
 
 THREADS = 256  # kThreads in the .cu
@@ -61,8 +62,7 @@ def _shape(case: Case) -> tuple[int, int]:
     rows, length = int(case.params["rows"]), int(case.params["len"])
     if length <= 0 or length % 4 != 0:
         raise ValueError(f"len={length}: must be a positive multiple of 4 (float4 rows)")
-    if rows <= 0 or rows * length >= 2**31:
-        raise ValueError(f"rows={rows}: rows * len must fit the kernel's 32-bit int indexing")
+    int32_extent("rows * len", rows * length)  # the kernel's indices are 32-bit ints
     return rows, length
 
 
@@ -101,7 +101,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="double_buffer.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

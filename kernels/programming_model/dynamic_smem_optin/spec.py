@@ -35,6 +35,8 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    grid_1d,
+    int32_extent,
 )
 
 THREADS = 1024  # kThreads in the .cu
@@ -79,9 +81,7 @@ def _smem_bytes(case: Case, device: DeviceLimits) -> int:
 
 def _sizes(case: Case, smem_bytes: int) -> tuple[int, int]:
     chunk = smem_bytes // 4
-    n = int(case.params["chunks"]) * chunk + int(case.params["extra"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
+    n = int32_extent("n", int(case.params["chunks"]) * chunk + int(case.params["extra"]))
     return chunk, n
 
 
@@ -91,7 +91,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
     x = rng.standard_normal(n, dtype=np.float32)
     launch = Launch(
         entry="dynamic_smem_reverse",
-        grid=(-(-n // chunk), 1, 1),
+        grid=grid_1d(n, chunk),
         block=(THREADS, 1, 1),
         args=(Buf("x"), Buf("y"), Scalar(np.int32(n)), Scalar(np.int32(smem))),
         shmem_bytes=smem,  # the launch sizes the extern __shared__ buffer; > 48 KB opts in
@@ -119,7 +119,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="dynamic_smem_optin.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

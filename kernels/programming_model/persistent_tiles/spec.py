@@ -33,6 +33,8 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    ceil_div,
+    int32_param,
 )
 
 THREADS = 256  # kThreads in the .cu
@@ -58,12 +60,11 @@ CASES = (
 
 
 def _dims(case: Case) -> tuple[int, int, int]:
-    n, tile = int(case.params["n"]), int(case.params["tile"])
+    tile = int(case.params["tile"])
     if tile <= 0 or tile % 4 != 0:
         raise ValueError(f"tile={tile}: must be a positive multiple of 4 (float4 tiles)")
-    if not 0 < n < 2**31 - tile:
-        raise ValueError(f"n={n}: the kernel indexes with 32-bit ints")
-    return n, tile, -(-n // tile)
+    n = int32_param(case, "n", headroom=tile)  # whole tiles reach tile - 1 past n, in ints
+    return n, tile, ceil_div(n, tile)
 
 
 def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
@@ -119,7 +120,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="persistent_tiles.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

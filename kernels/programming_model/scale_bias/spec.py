@@ -31,6 +31,8 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    grid_1d,
+    int32_param,
 )
 
 THREADS = 256
@@ -51,9 +53,7 @@ CASES = (
 
 
 def _params(case: Case) -> tuple[int, int]:
-    n, vec = int(case.params["n"]), int(case.params["vec"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
+    n, vec = int32_param(case, "n"), int(case.params["vec"])
     if vec not in (1, 4):
         raise ValueError(f"vec={vec}: 1 (scalar) or 4 (float4)")
     return n, vec
@@ -70,7 +70,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
         entry = "scale_bias_scalar"
     launch = Launch(
         entry=entry,
-        grid=(-(-threads_needed // THREADS), 1, 1),
+        grid=grid_1d(threads_needed, THREADS),
         block=(THREADS, 1, 1),
         args=(Buf("x"), Buf("y"), Scalar(np.int32(n))),
     )
@@ -90,7 +90,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="scale_bias.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

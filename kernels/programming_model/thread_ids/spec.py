@@ -62,7 +62,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="thread_ids.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

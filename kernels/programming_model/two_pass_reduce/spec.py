@@ -31,11 +31,12 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    ceil_div,
+    int32_param,
 )
 
 THREADS_PASS1 = 256  # reduce_sum<256> in two_pass_partials
 THREADS_PASS2 = 1024  # reduce_sum<1024> in two_pass_final
-UNROLL = 4  # kUnroll in the .cu
 MIN_BLOCKS = 256  # pass 1 uses at least this many blocks when n has work for them
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 
@@ -48,7 +49,7 @@ def _tolerance(n: int) -> Tolerance:
     # levels; pass 2 adds at most 1 + 2 + 1 + 5 + 5 more (G <= 4 * 1024 partials). At n = 64M
     # the chain is 256 + 13 + 14 = 283 adds: 3.4e-5, inside CONTRACT's 1e-4. The bound is
     # doubled for margin and rtol never drops below 1e-4.
-    lane = -(-n // (4 * THREADS_PASS1 * MIN_BLOCKS))
+    lane = ceil_div(n, 4 * THREADS_PASS1 * MIN_BLOCKS)
     chain = lane + 2 + 1 + 10 + (1 + 2 + 1 + 10)
     return Tolerance(rtol=max(1e-4, 2.0 * chain * FLOAT32_EPS), atol=1e-4)
 
@@ -69,22 +70,15 @@ CASES = (
 )
 
 
-def _n(case: Case) -> int:
-    n = int(case.params["n"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    return n
-
-
 def _pass1_blocks(n: int, device: DeviceLimits) -> int:
     # One full wave of pass 1 (at least MIN_BLOCKS), but no block without a float4 to read.
     fill = device.sm_count * device.max_blocks_per_sm("two_pass_partials", THREADS_PASS1, 0)
-    useful = max(1, -(-(n // 4) // THREADS_PASS1))
+    useful = max(1, ceil_div(n // 4, THREADS_PASS1))
     return min(useful, max(fill, MIN_BLOCKS))
 
 
 def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
-    n = _n(case)
+    n = int32_param(case, "n")
     blocks = _pass1_blocks(n, device)
     if blocks > 4 * THREADS_PASS2:
         raise ValueError(f"{blocks} partials exceed what the tolerance assumes for pass 2")
@@ -116,11 +110,10 @@ def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.n
 
 
 def work(case: Case) -> Work:
-    return Work(bytes=_n(case) * 4 + 4)
+    return Work(bytes=int32_param(case, "n") * 4 + 4)
 
 
 SPEC = KernelSpec(
-    source="two_pass_reduce.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

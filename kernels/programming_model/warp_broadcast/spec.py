@@ -31,6 +31,8 @@ from harness.spec import (
     Scalar,
     Tolerance,
     Work,
+    grid_1d,
+    int32_param,
 )
 
 THREADS = 256  # kThreads in the .cu; a multiple of 32
@@ -61,9 +63,7 @@ CASES = (
 
 
 def _params(case: Case) -> tuple[int, str]:
-    n, variant = int(case.params["n"]), str(case.params["variant"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
+    n, variant = int32_param(case, "n"), str(case.params["variant"])
     if variant not in ("pad", "mask"):
         raise ValueError(f"variant={variant!r}: 'pad' or 'mask'")
     return n, variant
@@ -74,7 +74,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
     x = rng.standard_normal(n, dtype=np.float32)
     launch = Launch(
         entry=f"warp_broadcast_{variant}",
-        grid=(-(-n // (THREADS * GROUPS)), 1, 1),
+        grid=grid_1d(n, THREADS * GROUPS),
         block=(THREADS, 1, 1),
         args=(Buf("x"), Buf("out"), Scalar(np.int32(n))),
     )
@@ -95,7 +95,6 @@ def work(case: Case) -> Work:
 
 
 SPEC = KernelSpec(
-    source="warp_broadcast.cu",
     cases=CASES,
     setup=setup,
     reference=reference,

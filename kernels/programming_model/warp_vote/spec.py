@@ -33,7 +33,19 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.spec import Buf, Case, DeviceLimits, KernelSpec, Launch, Problem, Scalar, Work
+from harness.spec import (
+    Buf,
+    Case,
+    DeviceLimits,
+    KernelSpec,
+    Launch,
+    Problem,
+    Scalar,
+    Work,
+    ceil_div,
+    grid_1d,
+    int32_param,
+)
 
 THREADS = 256  # kThreads in the .cu; a multiple of 32
 GROUPS = 8  # kGroups in the .cu: 32-element groups per warp
@@ -59,17 +71,10 @@ CASES = (
 )
 
 
-def _n(case: Case) -> int:
-    n = int(case.params["n"])
-    if not 0 < n < 2**31:
-        raise ValueError(f"n={n}: the kernel takes n as a 32-bit int")
-    return n
-
-
 def _intended_votes(case: Case, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The intended vote of every element (bool [n]), warp kinds drawn at random, and the indices
     of the elements to set exactly to the threshold (the single "no" of each ONE_FALSE warp)."""
-    warps = -(-n // 32)
+    warps = ceil_div(n, 32)
     kinds = rng.integers(0, 5, warps)
     kinds[:3] = (ALL_TRUE, ALL_FALSE, MIXED)[: min(3, warps)]
     lane = rng.integers(0, 32, warps, dtype=np.uint32)
@@ -90,8 +95,8 @@ def _intended_votes(case: Case, rng: np.random.Generator, n: int) -> tuple[np.nd
 
 
 def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem:
-    n = _n(case)
-    warps = -(-n // 32)
+    n = int32_param(case, "n")
+    warps = ceil_div(n, 32)
     votes, at_threshold = _intended_votes(case, rng, n)
     u = rng.random(n, dtype=np.float32)  # [0, 1)
     above = THRESHOLD + np.float32(0.01) + np.float32(2.0) * u  # strictly > threshold
@@ -101,7 +106,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
     x = np.where(votes, above, below).astype(np.float32)
     launch = Launch(
         entry="warp_vote",
-        grid=(-(-n // ELEMS_PER_BLOCK), 1, 1),
+        grid=grid_1d(n, ELEMS_PER_BLOCK),
         block=(THREADS, 1, 1),
         args=(
             Buf("x"),
@@ -128,7 +133,7 @@ def setup(case: Case, rng: np.random.Generator, device: DeviceLimits) -> Problem
 def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
     x = inputs["x"]
     n = x.size
-    warps = -(-n // 32)
+    warps = ceil_div(n, 32)
     votes = np.zeros(warps * 32, dtype=bool)
     votes[:n] = x > THRESHOLD  # lanes past n are not in the mask: their bit is 0
     votes = votes.reshape(warps, 32)
@@ -146,12 +151,11 @@ def reference(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.n
 
 
 def work(case: Case) -> Work:
-    n = _n(case)
-    return Work(bytes=n * 4 + -(-n // 32) * 16)
+    n = int32_param(case, "n")
+    return Work(bytes=n * 4 + ceil_div(n, 32) * 16)
 
 
 SPEC = KernelSpec(
-    source="warp_vote.cu",
     cases=CASES,
     setup=setup,
     reference=reference,
