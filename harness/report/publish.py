@@ -14,7 +14,7 @@ from harness.report.summary import render_summary
 
 @dataclass(frozen=True)
 class PublishOptions:
-    reports: list[Path]  # JUnit XML files, each with its JSON sidecar
+    reports: list[Path]  # JUnit XML files, each with its JSON beside it
     expected_targets: list[str]
     out: Path
     database: Path
