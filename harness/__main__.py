@@ -157,6 +157,8 @@ def _report(args) -> int:
     print(published.files[1].read_text())
     for path in published.files:
         print(f"wrote {path}")
+    for remark in published.remarks:
+        print(f"warning: {remark}", file=sys.stderr)
     for failure in published.failures:
         print(f"error: {failure}", file=sys.stderr)
     return 1 if published.failures else 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = "2.0"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
+SCHEMA_VERSION = "2.1"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
 
 
 class Outcome(enum.Enum):
@@ -90,6 +90,7 @@ class CompileFacts:
     cached: bool | None = None  # None: nvcc never ran (no toolchain)
     resources: dict[str, Resources] = field(default_factory=dict)  # by entry point
     sass_counts: dict[str, int] = field(default_factory=dict)  # opcodes the spec demands
+    binary_sha256: str | None = None  # of the binary the run cells load; None: none built
 
     def worst(self, resource: str) -> int | None:
         """The largest value of one resource over the entry points (registers, spill_bytes)."""
@@ -319,6 +320,7 @@ def _compile_json(facts: CompileFacts | None) -> dict[str, Any] | None:
         "cached": facts.cached,
         "resources": {entry: vars(r) for entry, r in facts.resources.items()},
         "sass_counts": dict(facts.sass_counts),
+        "binary_sha256": facts.binary_sha256,
     }
 
 
@@ -330,6 +332,7 @@ def _compile_from(record: dict[str, Any] | None) -> CompileFacts | None:
         cached=record.get("cached"),
         resources={e: Resources(**r) for e, r in record.get("resources", {}).items()},
         sass_counts={op: int(n) for op, n in record.get("sass_counts", {}).items()},
+        binary_sha256=record.get("binary_sha256"),
     )
 
 

@@ -19,6 +19,7 @@ import pytest
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
+from harness.report.verdict import judge
 from harness.result import Cell, Outcome, Report, SkipReason, Timing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +264,16 @@ def _background(page, selector: str) -> str:
     return page.eval_on_selector(
         selector, "e => getComputedStyle(e).backgroundImage + getComputedStyle(e).backgroundColor"
     )
+
+
+def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
+    timed = _cell()
+    baseline = dataclasses.replace(
+        timed, timing=dataclasses.replace(timed.timing, median_us=10.0, samples_us=(10.0,) * 10)
+    )
+    verdict = judge(timed, baseline, same_binary=True)
+    page = render_dashboard(_set([timed]), {}, [verdict])
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    (record,) = json.loads(blob.group(1))
+    assert record["verdict"]["judgement"] == "SLOWER" and record["verdict"]["same_binary"]
+    assert record["verdict"]["ratio"] == pytest.approx(1.25)

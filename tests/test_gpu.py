@@ -92,6 +92,10 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     hang = cells["infinite_loop", "n1024"]
     assert hang.outcome is Outcome.FAILED and "timeout" in hang.message, hang
     assert hang.seconds >= 15  # the wait is on the record
+    once = cells["correct_once", "n16777216"]
+    assert once.outcome is Outcome.FAILED, once
+    assert "the output was right on the first launch and wrong after" in once.message, once
+    assert "got np.float32(nan)" in once.message  # the re-run wrote nothing
     nan = cells["nan_result", "n1024"]
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass
@@ -123,3 +127,17 @@ def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolcha
         assert cell.outcome is Outcome.PASSED, (cell.message, cell.detail)
         assert cell.sanitizer.errors == 0 and cell.sanitizer.case_outcome is Outcome.PASSED
         assert cell.binary == "sass"
+
+
+def test_a_time_beyond_the_datasheet_peak_fails_the_cell(matrix, toolchain, gpu, planted, tmp_path):
+    if gpu.peaks is None:
+        pytest.skip(f"matrix.yaml has no peaks for {gpu.name}")
+    spec = planted / "planted" / "add_one" / "spec.py"
+    honest = 'work=lambda case: Work(bytes=8 * case.params["n"])'
+    assert honest in spec.read_text()
+    spec.write_text(spec.read_text().replace(honest, "work=lambda case: Work(bytes=10**15)"))
+    cell = _run(matrix, toolchain, gpu, [planted], tmp_path)["add_one", "n1000"]
+    assert cell.outcome is Outcome.FAILED, cell
+    assert cell.message.startswith(f"impossible timing on {gpu.name}: "), cell.message
+    assert "GB/s is above the" in cell.message and "work() overcounts" in cell.message
+    assert cell.timing is not None  # what was measured is kept

@@ -15,6 +15,7 @@ from harness.commands.test import RunOptions, run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
 from harness.report.summary import render_summary
+from harness.report.verdict import Judgement
 from harness.result import Cell, Outcome, Provenance
 from harness.run.device import NoDevice
 from tests.conftest import ROOT
@@ -88,28 +89,51 @@ def test_a_kernel_that_never_ran_is_flagged(cpu_report):
     assert "async_hopper.sgemm_cp_async" not in with_gpu.never_ran()
 
 
-def _slowed(folder: Path, factor: float) -> Path:
-    """A copy of the kept sm_90a report whose 4096^3 3-stage SGEMM took `factor` as long."""
-    xml = next(f for f in _copy_kept(folder) if f.name == "junit-sm_90a.xml")
+SGEMM = "m4096_n4096_k4096_stages3"  # a 3 ms case, its noise about 0.03 %
+
+
+def _kept_with(folder: Path, factor: float = 1.0, binary: str | None = None) -> list[Path]:
+    """Copies of the kept reports whose sm_90a SGEMM case took `factor` as long, every sample
+    of it, and whose sgemm_cp_async build has the hash `binary`."""
+    copies = _copy_kept(folder)
+    xml = next(f for f in copies if f.name == "junit-sm_90a.xml")
     sidecar = json.loads(xml.with_suffix(".json").read_text())
     for cell in sidecar["cells"]:
-        if cell["case"] == "m4096_n4096_k4096_stages3":
-            cell["timing"]["median_us"] *= factor
+        if cell["case"] == SGEMM:
+            timing = cell["timing"]
+            timing["samples_us"] = [v * factor for v in timing["samples_us"]]
+            for key in ("median_us", "p10_us", "p90_us"):
+                timing[key] *= factor
+        if cell["kernel"] == "sgemm_cp_async" and cell["case"] == "compile":
+            cell["compile"]["binary_sha256"] = binary
     xml.with_suffix(".json").write_text(json.dumps(sidecar))
-    return xml
+    return copies
 
 
-@pytest.mark.parametrize(("factor", "judgement"), [(1.10, "SLOWER"), (1.002, "SAME")])
-def test_a_slowdown_is_judged_against_the_runs_noise(tmp_path, factor, judgement):
+def _slowed(folder: Path, factor: float, binary: str | None = None) -> Path:
+    return next(f for f in _kept_with(folder, factor, binary) if f.name == "junit-sm_90a.xml")
+
+
+@pytest.mark.parametrize(
+    ("factor", "judgement"),
+    [
+        (1.10, Judgement.SLOWER),
+        (1.002, Judgement.SAME),  # within what reruns of one binary show
+        (0.90, Judgement.FASTER),
+        (1.035, Judgement.AMBIGUOUS),  # right at the threshold: the interval straddles it
+    ],
+)
+def test_a_change_is_judged_from_both_runs_samples(tmp_path, factor, judgement):
     history = History(tmp_path / "history.sqlite")
     history.record(load_reports(KEPT, TARGETS), "base")
     current = load_reports([_slowed(tmp_path / "now", factor)], TARGETS)
     verdicts = {v.cell.name: v for v in history.compare(current, "base")}
-    sgemm = verdicts["m4096_n4096_k4096_stages3[sm_90a]"]
-    assert sgemm.judgement == judgement
+    sgemm = verdicts[f"{SGEMM}[sm_90a]"]
+    assert sgemm.judgement is judgement
     assert sgemm.ratio == pytest.approx(factor, rel=1e-4)
-    others = [v.judgement for name, v in verdicts.items() if "stages3" not in name]
-    assert set(others) == {"SAME"}
+    assert sgemm.low <= factor <= sgemm.high and sgemm.threshold_pct == 3.5
+    others = [v.judgement for name, v in verdicts.items() if SGEMM not in name]
+    assert set(others) == {Judgement.SAME}
 
 
 def _report(*args, cwd=ROOT):
@@ -140,7 +164,33 @@ def test_the_report_command_writes_everything_and_fails_on_a_slowdown(tmp_path):
     assert failing.returncode == 1
     assert f"m4096_n4096_k4096_stages3[sm_90a] on {runner}: 10.0 % slower" in failing.stderr
     unknown = _report(slowed, "--out", out, "--db", db, "--baseline", "cccc")
-    assert unknown.returncode == 1 and "baseline 'cccc' is not in" in unknown.stderr
+    assert unknown.returncode == 0, unknown.stderr  # nothing to judge against is no failure
+    assert "baseline 'cccc' is not in" in unknown.stderr
+    assert "nothing was judged against it" in (out / "summary.md").read_text()
+
+
+def test_the_same_binary_slower_is_the_environment_and_never_fails(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    base = _kept_with(tmp_path / "base", binary="ab12")
+    assert _report(*base, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
+    slowed = _slowed(tmp_path / "now", 1.10, binary="ab12")
+    args = ("--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
+    judged = _report(slowed, *args, "--max-slowdown", "5")
+    assert judged.returncode == 0, judged.stderr
+    assert "1 SLOWER" in judged.stdout and "the environment, not the code" in judged.stdout
+    rebuilt = _slowed(tmp_path / "rebuilt", 1.10, binary="cd34")
+    assert _report(rebuilt, *args, "--max-slowdown", "5").returncode == 1  # the code changed
+
+
+def test_a_corrupt_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
+    db = tmp_path / "history.sqlite"
+    db.write_bytes(b"not a database" * 100)
+    done = _report(*KEPT, "--out", tmp_path / "out", "--db", db, "--commit", "aaaa1111")
+    assert done.returncode == 0, done.stderr
+    (kept,) = tmp_path.glob("history.sqlite.unreadable-*")
+    assert kept.read_bytes() == b"not a database" * 100  # nothing overwritten
+    assert f"{db}: not a readable history" in done.stderr and str(kept) in done.stderr
+    assert History(db).commits() == ["aaaa1111"]
 
 
 def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from harness.build.matrix import ComputeCapability, DevicePeaks
 from harness.result import Throughput
 from harness.run.device import DeviceInfo
-from harness.run.throughput import throughput
+from harness.run.throughput import beyond_peak, throughput
 from harness.spec import Math, Work
 
 H200 = DeviceInfo(
@@ -53,3 +53,19 @@ def test_an_unlisted_device_gets_no_roofline():
     unknown = dataclasses.replace(H200, peaks=None)
     shown = throughput(Work(bytes=10**9), 1000.0, unknown)
     assert shown.roofline_pct is None and shown.gbytes_per_s == pytest.approx(1000.0)
+
+
+def test_a_rate_above_a_datasheet_peak_is_impossible_and_says_why():
+    copy = Work(bytes=10**9)
+    assert beyond_peak(copy, throughput(copy, 250.0, H200), H200) == ""  # 4000 GB/s
+    message = beyond_peak(copy, throughput(copy, 100.0, H200), H200)  # 10 TB/s
+    assert message.startswith("impossible timing on NVIDIA H200: 10000 GB/s is above the 4800")
+    assert "work() overcounts" in message and "did less work than the verified one" in message
+    gemm = Work(flops=2 * 8192**3, math=Math.BF16_TENSOR)
+    assert beyond_peak(gemm, throughput(gemm, 1433.0, H200), H200) == ""  # 767 TFLOPS
+    fp32 = Work(flops=2 * 8192**3)  # the same flops on CUDA cores: 767 > 66.9 TFLOPS
+    assert "TFLOPS is above the 66.9 TFLOPS fp32 peak" in beyond_peak(
+        fp32, throughput(fp32, 1433.0, H200), H200
+    )
+    unknown = dataclasses.replace(H200, peaks=None)
+    assert beyond_peak(copy, throughput(copy, 1.0, unknown), unknown) == ""

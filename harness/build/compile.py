@@ -55,6 +55,7 @@ class Compiled:
     cached: bool
     resources: dict[str, Resources]
     sass: SassCheck | None = None  # None: the spec demands no opcodes, or nvcc failed
+    sha256: str | None = None  # of the binary: the same code, byte for byte, has the same
 
     @property
     def ok(self) -> bool:
@@ -206,6 +207,7 @@ class Compiler:
                 seconds=0.0,
                 cached=True,
                 resources=cached["resources"],
+                sha256=cached["sha256"],
             )
         folder.mkdir(parents=True, exist_ok=True)
         handle, scratch = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
@@ -231,12 +233,13 @@ class Compiler:
             scratch.unlink(missing_ok=True)
             return Compiled(None, command, log, seconds, False, resources)
         shown = self.command(kernel, target, binary)
+        sha256 = hashlib.sha256(scratch.read_bytes()).hexdigest()
         record_scratch = scratch.with_suffix(".json.tmp")
         record_scratch.write_text(
             json.dumps(
                 {
                     "command": shown,
-                    "sha256": hashlib.sha256(scratch.read_bytes()).hexdigest(),
+                    "sha256": sha256,
                     "log": log,
                     "resources": {name: asdict(r) for name, r in resources.items()},
                 }
@@ -244,7 +247,7 @@ class Compiler:
         )
         os.replace(scratch, binary)
         os.replace(record_scratch, record)
-        return Compiled(binary, shown, log, seconds, False, resources)
+        return Compiled(binary, shown, log, seconds, False, resources, sha256=sha256)
 
     def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled]:
         """Compile every pair, in parallel across cores; results in the order given."""

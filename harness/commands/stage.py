@@ -204,6 +204,7 @@ def _compile_cell(kernel: Kernel, target: Target, build, where: Provenance) -> C
         cached=build.cached,
         resources=dict(build.resources),
         sass_counts=dict(build.sass.counts) if build.sass else {},
+        binary_sha256=build.sha256,
     )
     cell.detail = " ".join(build.command) + "\n" + build.log
     cell.seconds = build.seconds

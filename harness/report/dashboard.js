@@ -165,6 +165,12 @@
     panel.appendChild(keys.length ? table : el("p", { class: "none" }, "(no properties)"));
     panel.appendChild(el("h3", {}, "timing distribution"));
     panel.appendChild(histogram(cell.samples_us || [], cell.timing));
+    if (cell.verdict) {
+      const v = cell.verdict;
+      const cause = v.judgement === "SLOWER" ? (v.same_binary ? "; the same binary: the environment" : "; the binary changed") : "";
+      panel.appendChild(el("div", { id: "details-verdict", class: `verdict verdict-${v.judgement}` },
+        `${v.judgement} against the baseline: ${fmt(v.baseline_us)} → ${fmt(cell.timing.median_us)} µs, ratio ${v.ratio.toFixed(3)} (95 % ${v.low.toFixed(3)}–${v.high.toFixed(3)}, rerun threshold ${v.threshold_pct} %)${cause}`));
+    }
     panel.appendChild(el("h3", {}, "trend"));
     const trendBox = el("div", { id: "details-trend" });
     trendBox.appendChild(sparkline(cell.trend || [], cell.timing ? cell.timing.median_us : NaN));

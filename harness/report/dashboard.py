@@ -20,6 +20,7 @@ from string import Template
 
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
+from harness.report.verdict import Verdict
 from harness.result import Cell
 
 _HERE = Path(__file__).parent
@@ -38,7 +39,9 @@ class _Column:
     missing: bool = False
 
 
-def render_dashboard(report_set: ReportSet, trends: Trends) -> str:
+def render_dashboard(
+    report_set: ReportSet, trends: Trends, verdicts: Sequence[Verdict] = ()
+) -> str:
     columns = _columns(report_set)
     page = Template((_HERE / "dashboard.html").read_text())
     return page.substitute(
@@ -48,7 +51,7 @@ def render_dashboard(report_set: ReportSet, trends: Trends) -> str:
         header=_header(report_set),
         filters=_filters(report_set, columns),
         grid=_grid(report_set, columns),
-        data=_json_blob(report_set.cells, trends),
+        data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
     )
 
 
@@ -260,7 +263,7 @@ def _fmt_us(value: float) -> str:
     return f"{value:.2f} µs" if value < 10 else f"{value:.1f} µs"
 
 
-def _json_blob(cells: list[Cell], trends: Trends) -> str:
+def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict]) -> str:
     records = [
         {
             "classname": c.classname,
@@ -283,6 +286,7 @@ def _json_blob(cells: list[Cell], trends: Trends) -> str:
             },
             "samples_us": [_finite(v) for v in c.timing.samples_us] if c.timing else [],
             "trend": [[str(run), _finite(v)] for run, v in trends.get(_trend_key(c), ())],
+            "verdict": _verdict(verdicts.get(id(c))),
         }
         for c in cells
     ]
@@ -297,3 +301,17 @@ def _finite(value: float) -> float | None:
 
 def _trend_key(cell: Cell) -> tuple[str, str, str]:
     return (cell.column, cell.classname, cell.name)
+
+
+def _verdict(verdict: Verdict | None) -> dict | None:
+    if verdict is None:
+        return None
+    return {
+        "judgement": verdict.judgement.value,
+        "ratio": verdict.ratio,
+        "low": verdict.low,
+        "high": verdict.high,
+        "threshold_pct": verdict.threshold_pct,
+        "baseline_us": verdict.baseline_us,
+        "same_binary": verdict.same_binary,
+    }

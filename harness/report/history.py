@@ -1,5 +1,5 @@
-"""Every report's cells, kept in SQLite by commit, target, runner and device; and the verdict of a
-cell's median against a baseline run: SAME within the runs' noise, FASTER or SLOWER beyond it.
+"""Every report's cells, kept in SQLite by commit, target, runner and device; and each timed
+cell's verdict against the same cell of a baseline commit (harness.report.verdict).
 
 Each row keeps its cell in the result model's JSON form, with the median and noise beside it as
 numbers for the queries.
@@ -8,20 +8,14 @@ numbers for the queries.
 from __future__ import annotations
 
 import json
-import math
+import os
 import sqlite3
-from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.report.merge import ReportSet
-from harness.result import Cell
-
-# Run-to-run spread of the same binary on one H200 (docs/reports/h200 and the runs before it)
-# was up to ~0.7 % on the small memory-bound cases, while the in-run noise of a 4096^3 GEMM is
-# ~0.03 %: within-run noise alone would call a re-run a regression. Nothing within this floor
-# is judged a change.
-NOISE_FLOOR_PCT = 1.0
-SIGMAS = 2.0
+from harness.report.verdict import Verdict, judge
+from harness.result import Cell, Provenance
 
 SCHEMA_VERSION = 2  # PRAGMA user_version: 1 kept each cell's properties as strings
 SCHEMA = """
@@ -47,36 +41,36 @@ CREATE TABLE IF NOT EXISTS cells (
 """
 
 
-@dataclass(frozen=True)
-class Verdict:
-    cell: Cell
-    baseline_us: float
-    ratio: float  # current / baseline median: above 1 is slower
-    tolerance_pct: float
-    judgement: str  # SAME, FASTER, SLOWER
-
-    @property
-    def change_pct(self) -> float:
-        return 100.0 * (self.ratio - 1.0)
-
-
 class HistoryError(Exception):
     """A history database this harness cannot use; the message names the file."""
+
+
+def open_history(path: Path) -> tuple[History, str]:
+    """The history at `path`; one this harness cannot read (corrupt, or of another schema) is
+    moved aside whole and a fresh one started in its place, and the second value says so."""
+    try:
+        return History(path), ""
+    except HistoryError as error:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        kept = path.with_name(f"{path.name}.unreadable-{stamp}")
+        os.replace(path, kept)
+        return History(path), f"{error}; kept it as {kept} and started a fresh history"
 
 
 class History:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path)
-        self.db.execute("PRAGMA foreign_keys = ON")
-        (version,) = self.db.execute("PRAGMA user_version").fetchone()
-        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        try:
+            (version,) = self.db.execute("PRAGMA user_version").fetchone()
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as error:  # not an SQLite file, or a damaged one
+            self.db.close()
+            raise HistoryError(f"{path}: not a readable history ({error})") from error
         if tables and version != SCHEMA_VERSION:
             self.db.close()
-            raise HistoryError(
-                f"{path}: history of schema {version}, not {SCHEMA_VERSION}: move it aside "
-                "(nothing in it is changed) and the next report starts a new one"
-            )
+            raise HistoryError(f"{path}: a history of schema {version}, not {SCHEMA_VERSION}")
+        self.db.execute("PRAGMA foreign_keys = ON")
         self.db.executescript(SCHEMA)
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -129,23 +123,28 @@ class History:
         return matches[0] if len(matches) == 1 else None
 
     def compare(self, report_set: ReportSet, baseline: str) -> list[Verdict]:
-        """Each timed cell against the same cell (target, device, kernel, case) at `baseline`."""
-        stored = {
-            (target, device, classname, name): (median, noise)
-            for target, device, classname, name, median, noise in self.db.execute(
-                "SELECT r.target, r.device, c.classname, c.name, c.median_us, c.noise_pct "
-                "FROM cells c JOIN runs r ON c.run_id = r.id "
-                "WHERE r.commit_id = ? AND c.median_us IS NOT NULL",
-                (baseline,),
-            )
-        }
+        """Each timed cell against the same cell (target, device, kernel, case) at `baseline`,
+        with whether the kernel's binary is byte for byte the baseline's."""
+        stored: dict[tuple[str, str, str, str], Cell] = {}
+        for target, runner, device, record in self.db.execute(
+            "SELECT r.target, r.runner, r.device, c.cell FROM cells c "
+            "JOIN runs r ON c.run_id = r.id WHERE r.commit_id = ?",
+            (baseline,),
+        ):
+            where = Provenance(runner=runner, commit=baseline, device=device)
+            cell = Cell.from_json(json.loads(record), target, where)
+            stored[(target, device, cell.classname, cell.name)] = cell
         verdicts = []
         for cell in report_set.cells:
-            key = (cell.target, cell.provenance.device or "none", cell.classname, cell.name)
-            if cell.median_us is None or key not in stored:
+            device = cell.provenance.device or "none"
+            base = stored.get((cell.target, device, cell.classname, cell.name))
+            if cell.timing is None or base is None or base.timing is None:
                 continue
-            base_median, base_noise = stored[key]
-            verdicts.append(judge(cell, base_median, base_noise or 0.0))
+            built = stored.get((cell.target, device, cell.classname, f"compile[{cell.target}]"))
+            now_sha = _binary_sha256(report_set.cells, cell)
+            base_sha = built.compile.binary_sha256 if built and built.compile else None
+            same = now_sha == base_sha if now_sha and base_sha else None
+            verdicts.append(judge(cell, base, same))
         return verdicts
 
     def trends(self) -> dict[tuple[str, str, str], list[tuple[str, float]]]:
@@ -163,12 +162,15 @@ class History:
         return trends
 
 
-def judge(cell: Cell, base_median: float, base_noise_pct: float) -> Verdict:
-    ratio = cell.median_us / base_median
-    combined = SIGMAS * math.hypot(cell.timing.noise_pct, base_noise_pct)
-    tolerance = max(NOISE_FLOOR_PCT, combined)
-    if abs(ratio - 1.0) * 100.0 <= tolerance:
-        judgement = "SAME"
-    else:
-        judgement = "SLOWER" if ratio > 1.0 else "FASTER"
-    return Verdict(cell, base_median, ratio, tolerance, judgement)
+def _binary_sha256(cells: list[Cell], run_cell: Cell) -> str | None:
+    """The hash of the binary `run_cell` ran: its kernel's compile cell of the same run."""
+    for cell in cells:
+        if (
+            cell.case == "compile"
+            and cell.classname == run_cell.classname
+            and cell.target == run_cell.target
+            and cell.runner == run_cell.runner
+            and cell.compile
+        ):
+            return cell.compile.binary_sha256
+    return None

@@ -120,6 +120,8 @@ def properties_of(cell: Cell) -> dict[str, str]:
             shown["cached"] = "true" if facts.cached else "false"
         for opcode, count in facts.sass_counts.items():
             shown[f"sass_{opcode}"] = str(count)
+        if facts.binary_sha256:
+            shown["binary_sha256"] = facts.binary_sha256
     if timing := cell.timing:
         shown["time_median_us"] = f"{timing.median_us:.3f}"
         shown["time_p10_us"] = f"{timing.p10_us:.3f}"

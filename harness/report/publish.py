@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.report.dashboard import render_dashboard
-from harness.report.history import History, HistoryError, Verdict
+from harness.report.history import open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
 from harness.report.summary import render_summary
+from harness.report.verdict import Judgement, Verdict
 
 
 @dataclass(frozen=True)
@@ -30,24 +31,26 @@ class Published:
     verdicts: list[Verdict]
     files: list[Path]
     failures: list[str] = field(default_factory=list)  # why the exit code is not 0
+    remarks: list[str] = field(default_factory=list)  # what the summary warns of, not failing
 
 
 def publish(options: PublishOptions) -> Published:
     report_set = load_reports(options.reports, options.expected_targets)
     failures: list[str] = list(report_set.problems)
-    try:
-        verdicts, trends = _against_history(report_set, options, failures)
-    except HistoryError as error:  # the reports are still published, judged against nothing
-        failures.append(str(error))
-        verdicts, trends = [], {}
+    remarks: list[str] = []
+    verdicts, trends = _against_history(report_set, options, remarks)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
-    (out / "summary.md").write_text(render_summary(report_set, verdicts))
-    (out / "dashboard.html").write_text(render_dashboard(report_set, trends))
+    (out / "summary.md").write_text(render_summary(report_set, verdicts, remarks))
+    (out / "dashboard.html").write_text(render_dashboard(report_set, trends, verdicts))
     if options.max_slowdown_pct is not None:
         for verdict in verdicts:
-            if verdict.judgement == "SLOWER" and verdict.change_pct > options.max_slowdown_pct:
+            if (
+                verdict.judgement is Judgement.SLOWER
+                and not verdict.same_binary  # the same binary slower: the machine, not the code
+                and verdict.change_pct > options.max_slowdown_pct
+            ):
                 cell = verdict.cell
                 failures.append(
                     f"{cell.classname} {cell.name} on {cell.runner}: {verdict.change_pct:.1f} % "
@@ -57,20 +60,23 @@ def publish(options: PublishOptions) -> Published:
         failures += [f"{kernel} never ran on any target" for kernel in report_set.never_ran()]
         failures += [f"target {t} has no report" for t in report_set.missing_targets]
     files = [out / "merged.xml", out / "summary.md", out / "dashboard.html"]
-    return Published(report_set, verdicts, files, failures)
+    return Published(report_set, verdicts, files, failures, remarks)
 
 
-def _against_history(report_set, options: PublishOptions, failures: list[str]):
+def _against_history(report_set, options: PublishOptions, remarks: list[str]):
     """The verdicts against the baseline and the stored trends, once this run is recorded."""
-    history = History(options.database)
+    history, why_fresh = open_history(options.database)
+    if why_fresh:
+        remarks.append(why_fresh)
     try:
         verdicts: list[Verdict] = []
         if options.baseline:
             baseline = history.resolve(options.baseline)
             if baseline is None:
-                failures.append(
+                stored = ", ".join(c[:10] for c in history.commits()) or "none"
+                remarks.append(
                     f"baseline {options.baseline!r} is not in {options.database} "
-                    f"(stored: {', '.join(c[:10] for c in history.commits()) or 'none'})"
+                    f"(stored: {stored}): nothing was judged against it"
                 )
             else:
                 verdicts = history.compare(report_set, baseline)

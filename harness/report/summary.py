@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.report.history import Verdict
 from harness.report.merge import ReportSet
+from harness.report.verdict import Judgement, Verdict
 from harness.result import Cell, Outcome
 
 MARK = {Outcome.PASSED: "✅ passed", Outcome.FAILED: "❌ failed", Outcome.ERROR: "💥 error"}
 
 
-def _shown(cell: Cell) -> str:
+def _shown(cell: Cell, verdict: Verdict | None) -> str:
     if cell.outcome is Outcome.SKIPPED:
         return f"⏭️ {cell.skip_reason.value if cell.skip_reason else 'skipped'}"
     text = MARK[cell.outcome]
     if cell.median_us is not None:
         text += f" {cell.median_us:.1f} µs"
+    if verdict:
+        text += f" · {verdict.judgement.value} {verdict.ratio:.3f}"
     return text
 
 
@@ -27,7 +29,10 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
-def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
+def render_summary(
+    report_set: ReportSet, verdicts: list[Verdict] = (), remarks: list[str] = ()
+) -> str:
+    """`remarks`: what the reader must know of the comparison (a baseline that is not stored)."""
     counts = Counter(cell.outcome for cell in report_set.cells)
     reasons = Counter(cell.skip_reason.value for cell in report_set.cells if cell.skip_reason)
     head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
@@ -41,12 +46,13 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
         notes.append(f"- ⚠️ target `{target}`: MISSING, no report was given for it")
     for kernel in report_set.never_ran():
         notes.append(f"- ⚠️ `{kernel}` never ran: its run cells were skipped everywhere")
-    slower = [v for v in verdicts if v.judgement == "SLOWER"]
+    notes += [f"- ⚠️ {_escape(remark)}" for remark in remarks]
+    slower = [v for v in verdicts if v.judgement is Judgement.SLOWER]
     if verdicts:
         judged = Counter(v.judgement for v in verdicts)
         notes.append(
             "- against the baseline: "
-            + ", ".join(f"{judged.get(j, 0)} {j}" for j in ("SAME", "FASTER", "SLOWER"))
+            + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in Judgement)
         )
     if notes:
         lines += ["", *notes]
@@ -65,8 +71,10 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
             lines.append(
                 f"- `{cell.classname}` `{cell.name}` on {cell.runner}: "
                 f"{verdict.baseline_us:.1f} → {cell.median_us:.1f} µs "
-                f"(ratio {verdict.ratio:.3f}, noise allowance {verdict.tolerance_pct:.1f} %)"
+                f"(ratio {verdict.ratio:.3f}, 95 % interval {verdict.low:.3f}-{verdict.high:.3f}, "
+                f"rerun threshold {verdict.threshold_pct:g} %; {_cause(verdict)})"
             )
+    judged_cells = {id(v.cell): v for v in verdicts}
     columns = sorted({cell.column for cell in report_set.cells})
     columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
     chapters: dict[str, dict[tuple[str, str], dict[str, Cell]]] = {}
@@ -78,6 +86,17 @@ def render_summary(report_set: ReportSet, verdicts: list[Verdict] = ()) -> str:
         lines.append("| kernel | case | " + " | ".join(columns) + " |")
         lines.append("|---|---|" + "---|" * len(columns))
         for (kernel, case), by_column in sorted(chapters[chapter].items()):
-            shown = [_shown(by_column[c]) if c in by_column else "—" for c in columns]
+            shown = [
+                _shown(by_column[c], judged_cells.get(id(by_column[c]))) if c in by_column else "—"
+                for c in columns
+            ]
             lines.append(f"| {kernel} | {case} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cause(verdict: Verdict) -> str:
+    if verdict.same_binary:
+        return "the binary is the baseline's, byte for byte: the environment, not the code"
+    if verdict.same_binary is None:
+        return "no binary hash to tell code from environment"
+    return "the binary changed"

@@ -89,8 +89,7 @@ class Workspace:
             self.buffers[name] = device.allocate(max(array.nbytes, 1), stream=stream)
         for name, array in problem.inputs.items():
             self._upload(name, array)
-        for name in problem.outputs:
-            self.buffers[name].fill(POISON_BYTE, stream=stream)
+        self.poison_outputs()
         self.steps = [self._step(module, one) for one in problem.launches]
         stream.sync()
 
@@ -177,6 +176,11 @@ class Workspace:
             raise DeviceUnsupported(
                 f"{one.entry}: a cluster of {blocks} blocks is beyond this device's limit of {most}"
             )
+
+    def poison_outputs(self) -> None:
+        """Fill every output with 0xFF bytes, so an element the next run does not write fails."""
+        for name in self.problem.outputs:
+            self.buffers[name].fill(POISON_BYTE, stream=self.stream)
 
     def reset_scratch(self) -> None:
         for name, array in self.problem.scratch.items():

@@ -1,5 +1,5 @@
 """A timed cell's work over its time against the device's peaks: GB/s, TFLOPS, and roofline %
-(the achieved share of the binding roof)."""
+(the achieved share of the binding roof); and whether that is more than the device can do."""
 
 from __future__ import annotations
 
@@ -20,3 +20,30 @@ def throughput(work: Work, median_us: float, device: DeviceInfo) -> Throughput:
             shares.append(100 * tflops / device.peaks.tflops(work.math))
     # achieved / min(peak flops, intensity x bandwidth) = the larger share
     return Throughput(gbytes_per_s, tflops, max(shares) if shares else None)
+
+
+def beyond_peak(work: Work, rate: Throughput, device: DeviceInfo) -> str:
+    """Why the timing is physically impossible on this device, or "" when it is not.
+
+    Above a datasheet peak, either work() counts more than the kernel does, or the timed
+    launches did less than the verified one (a kernel that keeps state between launches).
+    """
+    if device.peaks is None:
+        return ""
+    over = []
+    if rate.gbytes_per_s is not None and rate.gbytes_per_s > device.peaks.memory_gb_per_s:
+        over.append(
+            f"{rate.gbytes_per_s:.0f} GB/s is above the {device.peaks.memory_gb_per_s:g} GB/s "
+            "memory peak"
+        )
+    peak_tflops = device.peaks.tflops(work.math)
+    if rate.tflops is not None and rate.tflops > peak_tflops:
+        over.append(
+            f"{rate.tflops:.1f} TFLOPS is above the {peak_tflops:g} TFLOPS {work.math.value} peak"
+        )
+    if not over:
+        return ""
+    return (
+        f"impossible timing on {device.name}: {' and '.join(over)}; either the spec's work() "
+        "overcounts, or the timed launches did less work than the verified one"
+    )

@@ -1,0 +1,103 @@
+"""Whether a timed cell changed against a baseline run: SAME, FASTER, SLOWER or AMBIGUOUS.
+
+The two runs' samples, not their summaries, decide: an interval of the ratio of their medians
+(from each median's distribution-free interval) is set against the spread that reruns of an
+unchanged binary show at that time scale.
+SLOWER and FASTER need the whole interval beyond that threshold, SAME needs it within, and
+anything between is AMBIGUOUS: too noisy to tell. A SLOWER cell whose binary is byte-identical
+to the baseline's is the environment's doing (another machine, a throttling GPU), not the code's.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.result import Cell
+
+# The change a rerun of the same binary can show, by how long the case runs. Measured on H200s
+# (docs/reports/h200 and FIELD_NOTES): back to back on one machine the per-case medians moved by
+# up to 1.0 % for cases of 20 us or more and 6.1 % below; across machines by up to 3.0 % and
+# 13.5 % (launch-bound 3 us cases).
+THRESHOLDS_PCT = ((20.0, 15.0), (float("inf"), 3.5))  # (cases below this many us, threshold)
+CONFIDENCE = 0.95
+
+
+class Judgement(enum.Enum):
+    SAME = "SAME"
+    FASTER = "FASTER"
+    SLOWER = "SLOWER"
+    AMBIGUOUS = "AMBIGUOUS"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    cell: Cell
+    baseline_us: float
+    ratio: float  # current / baseline median: above 1 is slower
+    low: float  # the ratio's confidence interval
+    high: float
+    threshold_pct: float
+    judgement: Judgement
+    same_binary: bool | None  # None: a binary hash is missing on one side
+
+    @property
+    def change_pct(self) -> float:
+        return 100.0 * (self.ratio - 1.0)
+
+    @property
+    def cause(self) -> str:
+        """For a SLOWER cell: "environment" when the binary did not change, else "code"."""
+        return "environment" if self.same_binary else "code"
+
+
+def threshold_pct(median_us: float) -> float:
+    for below_us, pct in THRESHOLDS_PCT:
+        if median_us < below_us:
+            return pct
+    return THRESHOLDS_PCT[-1][1]
+
+
+def median_interval(samples: np.ndarray) -> tuple[float, float]:
+    """A distribution-free interval for a run's median, by the order statistics whose ranks the
+    binomial(n, 1/2) count of samples below the median reaches with CONFIDENCE. It assumes
+    nothing of the timing's distribution (skewed, with outliers); with 5 samples or fewer no
+    such ranks exist and it is the samples' whole range."""
+    ordered = np.sort(samples)
+    n = ordered.size
+    tail, below = 0.0, 0  # P(count <= below - 1), and how many order statistics it excludes
+    while below < n // 2 and tail + math.comb(n, below) / 2**n <= (1.0 - CONFIDENCE) / 2.0:
+        tail += math.comb(n, below) / 2**n
+        below += 1
+    cut = max(below - 1, 0)
+    return float(ordered[cut]), float(ordered[n - 1 - cut])
+
+
+def ratio_interval(current: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """An interval of median(current) / median(baseline) from the two medians' intervals."""
+    now_low, now_high = median_interval(current)
+    base_low, base_high = median_interval(baseline)
+    return now_low / base_high, now_high / base_low
+
+
+def judge(cell: Cell, baseline: Cell, same_binary: bool | None = None) -> Verdict:
+    """`cell` against the same cell of the baseline run; both must be timed."""
+    now, base = np.asarray(cell.timing.samples_us), np.asarray(baseline.timing.samples_us)
+    ratio = cell.timing.median_us / baseline.timing.median_us
+    low, high = ratio_interval(now, base) if now.size and base.size else (ratio, ratio)
+    threshold = threshold_pct(min(cell.timing.median_us, baseline.timing.median_us))
+    band = threshold / 100.0
+    if low > 1.0 + band:
+        judgement = Judgement.SLOWER
+    elif high < 1.0 - band:
+        judgement = Judgement.FASTER
+    elif low >= 1.0 - band and high <= 1.0 + band:
+        judgement = Judgement.SAME
+    else:
+        judgement = Judgement.AMBIGUOUS
+    return Verdict(
+        cell, baseline.timing.median_us, ratio, low, high, threshold, judgement, same_binary
+    )

@@ -1,0 +1,94 @@
+"""The workflow's aggregate job, its commands run here: a first run starts the history, and the
+next run is judged against it, as a pull request against its base commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+NOX_REPORT = "nox --non-interactive -s report --"
+SGEMM = "m4096_n4096_k4096_stages3"
+
+
+def _aggregate_script() -> str:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
+    (step,) = [s for s in workflow["jobs"]["aggregate"]["steps"] if "judge" in s.get("name", "")]
+    # nox only makes the environment: the harness's own command is what runs in it.
+    assert NOX_REPORT in step["run"]
+    return step["run"].replace(NOX_REPORT, f"{sys.executable} -m harness report"), step["env"]
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """What the aggregate job has: a checkout (the harness and matrix.yaml) and no reports."""
+    work = tmp_path / "checkout"
+    shutil.copytree(ROOT / "harness", work / "harness", ignore=shutil.ignore_patterns("__py*"))
+    shutil.copy(ROOT / "matrix.yaml", work / "matrix.yaml")
+    return work
+
+
+def _download(work: Path, slower: float = 1.0) -> int:
+    """The test jobs' artifacts into reports/: the kept H200 reports, the SGEMM case slower.
+    Returns how many timed cells were slowed (one per target that times it)."""
+    slowed = 0
+    reports = work / "reports"
+    shutil.rmtree(reports, ignore_errors=True)
+    reports.mkdir()
+    for xml in KEPT:
+        shutil.copy(xml, reports / xml.name)
+        record = json.loads(xml.with_suffix(".json").read_text())
+        for cell in record["cells"]:
+            if cell["case"] == SGEMM and cell["timing"]:
+                cell["timing"]["samples_us"] = [v * slower for v in cell["timing"]["samples_us"]]
+                cell["timing"]["median_us"] *= slower
+                slowed += 1
+        (reports / xml.with_suffix(".json").name).write_text(json.dumps(record))
+    return slowed
+
+
+def _run_job(work: Path, sha: str, base_sha: str = "") -> subprocess.CompletedProcess:
+    script, env = _aggregate_script()
+    summary = work / f"step-summary-{sha}.md"
+    environment = {
+        **os.environ,
+        **env,
+        "BASE_SHA": base_sha,
+        "GITHUB_SHA": sha,
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "PYTHONPATH": str(work),
+    }
+    return subprocess.run(
+        ["bash", "-e", "-c", script], cwd=work, env=environment, capture_output=True, text=True
+    )
+
+
+def test_a_second_run_is_judged_against_the_history_the_first_left(tmp_path):
+    work = _workspace(tmp_path)
+    _download(work)
+    first = _run_job(work, "a" * 40)  # a push to main with no history yet: nothing to judge
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert (work / "history" / "history.sqlite").is_file()
+    assert "# CUDA matrix:" in (work / f"step-summary-{'a' * 40}.md").read_text()
+
+    # the cache step restores history/ as the first run left it; a pull request on main
+    _download(work)
+    same = _run_job(work, "b" * 40, base_sha="a" * 40)
+    assert same.returncode == 0, same.stderr[-2000:]
+    summary = (work / f"step-summary-{'b' * 40}.md").read_text()
+    assert "- against the baseline: " in summary
+    assert " 0 SLOWER" in summary and " 0 FASTER" in summary
+
+    slowed = _download(work, slower=1.10)
+    slower = _run_job(work, "c" * 40, base_sha="a" * 40)
+    assert slower.returncode == 1  # a change judged SLOWER by more than MAX_SLOWDOWN_PCT
+    assert f"{SGEMM}[sm_90a] on vm: 10.0 % slower than the baseline (limit 5 %)" in slower.stderr
+    summary = (work / f"step-summary-{'c' * 40}.md").read_text()
+    assert "## Slower than the baseline" in summary and f"{slowed} SLOWER" in summary
