@@ -109,8 +109,7 @@ class ClockProbe:
     def __init__(self, sm_count: int):
         from cuda.core import LaunchConfig, ObjectCode
 
-        # bytes: a str would name a file
-        self._kernel = ObjectCode.from_ptx(_TIMESTAMPS_PTX.encode()).get_kernel("timestamps")
+        self._kernel = ObjectCode.from_ptx(_TIMESTAMPS_PTX).get_kernel("timestamps")
         self._config = LaunchConfig(grid=sm_count, block=1)
         self._host = _checked(driver.cuMemHostAlloc(32, driver.CU_MEMHOSTALLOC_DEVICEMAP))
         self._device = int(_checked(driver.cuMemHostGetDevicePointer(self._host, 0)))
