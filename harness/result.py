@@ -55,9 +55,8 @@ class Timing:
     p90_us: float
     noise_pct: float  # relative standard deviation of the samples
     samples_us: tuple[float, ...]
-    sm_clock_mhz: int | None = None  # the SM clock over the kept samples; None: not probed
+    sm_clock_mhz: int | None = None  # NVML's reading after the samples; None: unknown
     wall_s: float = 0.0  # host time spent measuring
-    throttled_samples: int = 0  # discarded: the SM clock had fallen below 75 % of its default
 
     @property
     def samples(self) -> int:
