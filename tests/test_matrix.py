@@ -150,3 +150,67 @@ def test_reading_the_matrix_imports_neither_numpy_nor_the_run_stage():
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _written(tmp_path, text: str):
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_key_given_twice_names_both_lines(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text()
+    first = text.index("  sm_90a:\n")
+    block = text[first : text.index("  sm_100a:\n")]
+    path = _written(tmp_path, text[:first] + block + block + text[first + len(block) :])
+    line = _line_of(text, "  sm_90a:")
+    with pytest.raises(MatrixError) as error:
+        load_matrix(path)
+    assert str(error.value) == (
+        f"{path}:{line + block.count(chr(10))}: targets: key 'sm_90a' is given twice (first at "
+        f"line {line}); the second would silently replace the first"
+    )
+
+
+ALIAS_BOMB = """\
+a: &a [x, x, x, x, x, x, x, x, x]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+? [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+: boom
+"""
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
+    path = _written(tmp_path, ALIAS_BOMB)
+    with pytest.raises(MatrixError, match=rf"^{path}:2: YAML aliases \(\*a\) are not allowed"):
+        load_matrix(path)
+
+
+def test_an_error_quotes_a_long_value_only_in_part(tmp_path):
+    text = (
+        (ROOT / "matrix.yaml")
+        .read_text()
+        .replace("  budget_s: 1.0", "  budget_s: " + "9" * 5000 + "x")
+    )
+    with pytest.raises(MatrixError) as error:
+        load_matrix(_written(tmp_path, text))
+    assert "expected a float, got '9999" in str(error.value) and len(str(error.value)) < 300
+
+
+def test_bytes_that_are_not_utf8_are_named(tmp_path):
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes((ROOT / "matrix.yaml").read_bytes().replace(b"sm_90a:", b"sm_9\xff0a:", 1))
+    with pytest.raises(MatrixError, match=rf"^{path}: not UTF-8 text \(byte 0xff at offset \d+\)"):
+        load_matrix(path)
+
+
+def test_a_target_name_cannot_climb_out_of_the_reports_folder(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text().replace("  sm_90a:\n", '  "../../escaped":\n', 1)
+    with pytest.raises(
+        MatrixError, match=r"targets: '\.\./\.\./escaped' is not a name like sm_90a"
+    ):
+        load_matrix(_written(tmp_path, text))

@@ -158,13 +158,13 @@ class _Reader:
     ) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{where}: expected a mapping")
-        items = {}
-        for key, value in node.value:
-            name = str(key.value)
-            if name not in required | optional:
+        items = self._unique(node, where)
+        for key, _ in node.value:
+            if key.value not in required | optional:
                 expected = ", ".join(sorted(required | optional))
-                raise self.fail(key, f"{where}: unknown key {name!r} (expected: {expected})")
-            items[name] = value
+                raise self.fail(
+                    key, f"{where}: unknown key {_quoted(key.value)} (expected: {expected})"
+                )
         missing = sorted(required - items.keys())
         if missing:
             raise self.fail(node, f"{where}: missing {', '.join(missing)}")
@@ -173,7 +173,25 @@ class _Reader:
     def entries(self, node: yaml.Node, where: str) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode) or not node.value:
             raise self.fail(node, f"{where}: expected a non-empty mapping")
-        return {str(key.value): value for key, value in node.value}
+        return self._unique(node, where)
+
+    def _unique(self, node: yaml.MappingNode, where: str) -> dict[str, yaml.Node]:
+        """The mapping's items by key; a key given twice is an error naming both lines, since
+        YAML would silently keep the last."""
+        items: dict[str, yaml.Node] = {}
+        lines: dict[str, int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                raise self.fail(key, f"{where}: a key must be a plain name")
+            name = key.value
+            if name in items:
+                raise self.fail(
+                    key,
+                    f"{where}: key {_quoted(name)} is given twice (first at line {lines[name]});"
+                    " the second would silently replace the first",
+                )
+            items[name], lines[name] = value, key.start_mark.line + 1
+        return items
 
     def scalar(self, node: yaml.Node, where: str, kind: type):
         if not isinstance(node, yaml.ScalarNode):
@@ -182,11 +200,13 @@ class _Reader:
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if kind is str and node.style is None and not isinstance(value, str):
-            raise self.fail(node, f"{where}: expected a string, got {node.value!r} (quote it)")
+            raise self.fail(
+                node, f"{where}: expected a string, got {_quoted(node.value)} (quote it)"
+            )
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise self.fail(node, f"{where}: expected a {kind.__name__}, got {node.value!r}")
+            raise self.fail(node, f"{where}: expected a {kind.__name__}, got {_quoted(node.value)}")
         if kind in (int, float) and value <= 0:
-            raise self.fail(node, f"{where}: expected a positive number, got {node.value!r}")
+            raise self.fail(node, f"{where}: expected a positive number, got {_quoted(node.value)}")
         return value
 
     def strings(self, node: yaml.Node, where: str) -> tuple[str, ...]:
@@ -195,12 +215,40 @@ class _Reader:
         return tuple(self.scalar(item, where, str) for item in node.value)
 
 
+QUOTED_CHARS = 80  # of a value an error message repeats
+
+
+def _quoted(value: object) -> str:
+    """A value as an error message shows it: repr, cut to QUOTED_CHARS."""
+    text = repr(value)
+    return text if len(text) <= QUOTED_CHARS else text[: QUOTED_CHARS - 3] + "..."
+
+
+def _refuse_aliases(path: Path, text: str) -> None:
+    """matrix.yaml has no use for anchors and aliases, and an alias bomb (a few hundred bytes
+    that expand to gigabytes) must not get as far as a node tree."""
+    for event in yaml.parse(text):
+        if isinstance(event, yaml.AliasEvent):
+            line = event.start_mark.line + 1
+            raise MatrixError(
+                f"{path}:{line}: YAML aliases (*{_quoted(event.anchor)[1:-1]}) are not allowed in "
+                "a matrix file: write each value out"
+            )
+
+
 def load_matrix(path: Path) -> Matrix:
     path = Path(path)
     try:
-        root = yaml.compose(path.read_text())
+        text = path.read_text()
+        _refuse_aliases(path, text)
+        root = yaml.compose(text)
     except OSError as error:
         raise MatrixError(f"{path}: cannot read: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise MatrixError(
+            f"{path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset "
+            f"{error.start})"
+        ) from error
     except yaml.YAMLError as error:
         # Where the broken construct starts (an unclosed bracket) beats where parsing gave up.
         mark = getattr(error, "context_mark", None) or getattr(error, "problem_mark", None)
@@ -226,6 +274,9 @@ def load_matrix(path: Path) -> Matrix:
     target_keys = {"sass", "ptx", "toolkit", "session", "image", "runner_labels"}
     for name, node in reader.entries(top["targets"], "targets").items():
         where = f"targets.{name}"
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
+            # It names report and cache files: nothing that could climb out of their folders.
+            raise reader.fail(node, f"targets: {_quoted(name)} is not a name like sm_90a")
         fields = reader.mapping(node, where, target_keys)
         sass = reader.scalar(fields["sass"], f"{where}.sass", str)
         if not SASS_PATTERN.match(sass):
