@@ -2,7 +2,7 @@
 `python -m harness sanitize sm_90a`.
 
 Exit status: 0 when no cell failed or errored, 1 when one did, 2 when the matrix itself is
-unusable (the message names the file and line).
+unusable (the message names the file and line) or the kernel trees and -k select no kernel.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.build.matrix import MatrixError, load_matrix
 from harness.build.toolchain import ToolchainError, find_toolchain
 from harness.commands.sanitize import SanitizeOptions, sanitize_target
-from harness.commands.stage import RunResult
+from harness.commands.stage import NothingToRun, RunResult
 from harness.commands.test import RunOptions, run_target
 from harness.provenance import current_commit
 from harness.result import Outcome
@@ -102,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
             runner=args.runner,
             commit=commit,
         )
-        result = run_target(matrix, options, toolchain, device)
+        try:
+            result = run_target(matrix, options, toolchain, device)
+        except NothingToRun as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         _print_summary(result)
         ok &= result.ok
     return 0 if ok else 1
@@ -129,7 +133,11 @@ def _sanitize(args, matrix, target, toolchain, device) -> int:
     )
     tools = ", ".join(tool.value for tool in matrix.sanitize.tools)
     print(f"sanitize: {tools} over each kernel's smallest case")
-    result = sanitize_target(matrix, options, toolchain, device, sanitizer)
+    try:
+        result = sanitize_target(matrix, options, toolchain, device, sanitizer)
+    except NothingToRun as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     _print_summary(result)
     return 0 if result.ok else 1
 
@@ -158,7 +166,8 @@ def _report(args) -> int:
     for path in published.files:
         print(f"wrote {path}")
     for remark in published.remarks:
-        print(f"warning: {remark}", file=sys.stderr)
+        if remark not in published.failures:
+            print(f"warning: {remark}", file=sys.stderr)
     for failure in published.failures:
         print(f"error: {failure}", file=sys.stderr)
     return 1 if published.failures else 0

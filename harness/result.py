@@ -247,6 +247,7 @@ class Report:
     no_device_reason: str | None = None
     nvcc: str | None = None
     compute_sanitizer: str | None = None  # sanitize runs: the tool that ran
+    finished: bool = False  # False while the run goes on, and for ever if it was killed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -258,6 +259,7 @@ class Report:
             "no_device_reason": self.no_device_reason,
             "nvcc": self.nvcc,
             "compute_sanitizer": self.compute_sanitizer,
+            "finished": self.finished,
             "cells": [cell.to_json() for cell in self.cells],
         }
 
@@ -288,6 +290,7 @@ class Report:
                 no_device_reason=data.get("no_device_reason"),
                 nvcc=data.get("nvcc"),
                 compute_sanitizer=data.get("compute_sanitizer"),
+                finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReportError(

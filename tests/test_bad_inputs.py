@@ -7,11 +7,14 @@ file, line or kernel. The other cells of the run must still report.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,21 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 # (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml; it may return
 #  environment variables for the run), expected exit status, fragments the output must hold)
+def _second_tree(work: Path, folder: str) -> dict:
+    """Another kernel tree beside kernels/, holding add_one at `folder` (<chapter>/<kernel>)."""
+    other = work / "other"
+    shutil.copytree(PLANTED / "planted" / "add_one", other / folder)
+    (other / folder / "add_one.cu").write_text('extern "C" __global__ void broken( {\n')
+    return {"ARGS": ["--kernels", str(other)]}
+
+
+def _dotted_twins(work: Path) -> dict:
+    """kernels/planted.1/add_one beside other/planted/1.add_one: both are planted.1.add_one."""
+    (work / "kernels" / "planted.1").mkdir()
+    shutil.move(work / "kernels" / "planted" / "add_one", work / "kernels" / "planted.1")
+    return _second_tree(work, "planted/1.add_one")
+
+
 TABLE = [
     (
         "matrix.yaml is not YAML",
@@ -99,6 +117,33 @@ TABLE = [
         ["sm_90a pins CUDA 13.0, but", "is 12.8.93"],
     ),
     (
+        "--kernels names a folder that is not there",
+        lambda work: {"ARGS": ["--kernels", str(work / "nowhere")]},
+        2,
+        ["error: --kernels", "nowhere: no such directory"],
+    ),
+    (
+        "-k selects no kernel",
+        lambda work: {"ARGS": ["-k", "no_such_kernel"]},
+        2,
+        ["error: -k 'no_such_kernel' selects none of the 4 kernels found"],
+    ),
+    (
+        "two trees hold the same <chapter>.<kernel>",
+        lambda work: _second_tree(work, "planted/add_one"),
+        1,
+        [
+            "ERROR    planted.add_one::spec[sm_90a]",
+            "planted.add_one is the name of 2 kernel folders",
+        ],
+    ),
+    (
+        "ch.1/kern and ch/1.kern",
+        lambda work: _dotted_twins(work),
+        1,
+        ["planted.1.add_one is the name of 2 kernel folders", "rename one"],
+    ),
+    (
         "nvcc crashes",
         lambda work: {
             "NVCC": str(_fake_nvcc(work, "13.0.88", "echo 'Segmentation fault' >&2; exit 139\n"))
@@ -118,7 +163,9 @@ def test_each_bad_input_is_reported_where_it_is(fault, make, status, expected, t
         shutil.rmtree(work / "kernels" / "planted" / kept)  # only this row's fault is in play
     environment = {k: v for k, v in os.environ.items() if k != "NVCC"}
     made = make(work)
+    extra = []
     if isinstance(made, dict):  # a row may name an nvcc; it never leaks out of its run
+        extra = made.pop("ARGS", [])
         environment.update(made)
     environment["PYTHONPATH"] = str(ROOT)
     run = subprocess.run(
@@ -136,6 +183,7 @@ def test_each_bad_input_is_reported_where_it_is(fault, make, status, expected, t
             str(work / "reports"),
             "--cache",
             str(work / "cache"),
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -148,3 +196,44 @@ def test_each_bad_input_is_reported_where_it_is(fault, make, status, expected, t
         assert fragment in output, f"{fault}: {fragment!r} missing from:\n{output}"
     if status == 1:  # the run went on: the other kernels still have their cells
         assert "planted.needs_sm90::compile[sm_90a]" in output
+    if status == 2:  # nothing was run: no report, so none looks current
+        assert not (work / "reports").exists(), output
+
+
+def test_a_run_killed_before_its_compile_stage_ends_leaves_no_stale_report(tmp_path):
+    """Its report says it did not finish, replacing the last run's, and `report` says so."""
+    work = tmp_path / "work"
+    shutil.copytree(PLANTED / "planted" / "add_one", work / "kernels" / "planted" / "add_one")
+    reports = work / "reports"
+    reports.mkdir()
+    (reports / "junit-sm_90a.json").write_text('{"the last run": "complete"}')
+    nvcc = _fake_nvcc(work, "13.0.88", "sleep 60\n")  # a hung nvcc
+    folders = ["--kernels", str(work / "kernels"), "--reports", str(reports)]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "test", "sm_90a", *folders, "--cache", str(work / "c")],
+        cwd=ROOT,
+        env={**os.environ, "NVCC": str(nvcc), "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "the last run" in (reports / "junit-sm_90a.json").read_text():
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.1)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    left = json.loads((reports / "junit-sm_90a.json").read_text())
+    assert left["finished"] is False and left["cells"] == []
+    out = ["--out", str(tmp_path / "out"), "--db", str(tmp_path / "h.sqlite")]
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(reports / "junit-sm_90a.xml"), *out],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert "junit-sm_90a.xml: the run did not finish (killed, or still running)" in done.stderr
+    assert "the run did not finish" in (tmp_path / "out" / "summary.md").read_text()

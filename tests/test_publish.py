@@ -224,3 +224,23 @@ def test_a_report_of_the_first_schema_is_named_as_older_and_left_out(tmp_path):
     assert f"{old.with_suffix('.json')}: schema_version 1 is not 2.x" in done.stderr
     assert "written by an older harness; run the matrix again" in done.stderr
     assert "unreadable input" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_json_that_disagrees_with_its_xml_is_an_error_naming_the_file(tmp_path):
+    """What concurrent runs writing one report name can leave: an XML of failures beside a JSON
+    of passes. Trusting either would be wrong."""
+    xml = next(f for f in _copy_kept(tmp_path) if f.name == "junit-sm_90a.xml")
+    text = xml.read_text()
+    for _ in range(3):  # three passed run cells now fail in the XML alone
+        text = text.replace(
+            "</properties>\n    </testcase>",
+            '</properties>\n      <failure type="failure" message="wrong">wrong</failure>\n'
+            "    </testcase>",
+            1,
+        )
+    xml.write_text(text)
+    merged = load_reports([xml], ["sm_90a"])
+    assert merged.cells == [] and merged.missing_targets == ["sm_90a"]
+    (problem,) = merged.problems
+    assert problem.startswith(f"{xml.with_suffix('.json')}: disagrees with junit-sm_90a.xml on 3")
+    assert "passed in JSON, failed in XML" in problem

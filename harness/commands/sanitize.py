@@ -30,6 +30,7 @@ from harness.commands.stage import (
     RunCell,
     RunResult,
     compile_stage,
+    find_kernels,
     new_report,
     not_run_cell,
     provenance,
@@ -89,6 +90,7 @@ def sanitize_target(
     sanitizer: Path | SanitizerMissing,
 ) -> RunResult:
     target = options.target
+    kernels = find_kernels(options.kernels_roots, options.select)  # before any report is written
     tools = matrix.sanitize.tools
     runner = runner_name(options.runner)
     files = junit.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
@@ -97,14 +99,14 @@ def sanitize_target(
         f"cuda-matrix-sanitize.{target.name}.{runner}", target, where, toolchain, device
     )
     report.compute_sanitizer = str(sanitizer) if isinstance(sanitizer, Path) else None
+    junit.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
 
     def run_cells(kernel: Kernel) -> list[RunCell]:
         return [RunCell(smallest_case(kernel.spec).name, tool.value) for tool in tools]
 
     stage = compile_stage(
         target=target,
-        roots=options.kernels_roots,
-        select=options.select,
+        kernels=kernels,
         toolchain=toolchain,
         cache_dir=options.cache_dir,
         where=where,
@@ -135,6 +137,8 @@ def sanitize_target(
             else:
                 report.cells.extend(run.result() for run in runs)
             junit.write(files, report)
+    report.finished = True
+    junit.write(files, report)
     return RunResult(report, files, stage.fresh, stage.cached)
 
 

@@ -117,23 +117,57 @@ class RunCell:
     tool: str | None = None
 
 
+class NothingToRun(Exception):
+    """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
+
+
+def find_kernels(roots: tuple[Path, ...], select: str) -> list[Kernel | BrokenKernel]:
+    """Every kernel under `roots` whose classname contains `select`, in the order found.
+
+    Two folders with one classname (<chapter>.<kernel>, across trees, or `ch.1/k` beside `ch/1.k`)
+    would share builds and cells: they become one broken kernel naming both folders.
+    """
+    for root in roots:
+        if not Path(root).is_dir():
+            raise NothingToRun(f"--kernels {root}: no such directory")
+    found = [k for root in roots for k in discover(root)]
+    if not found:
+        trees = ", ".join(str(root) for root in roots)
+        raise NothingToRun(f"no kernels under {trees} (a kernel is <chapter>/<kernel>/spec.py)")
+    kernels = [k for k in found if select in k.classname]
+    if not kernels:
+        raise NothingToRun(f"-k {select!r} selects none of the {len(found)} kernels found")
+    by_classname: dict[str, list[Kernel | BrokenKernel]] = {}
+    for kernel in kernels:
+        by_classname.setdefault(kernel.classname, []).append(kernel)
+    unique = []
+    for classname, same in by_classname.items():
+        if len(same) == 1:
+            unique.append(same[0])
+            continue
+        folders = " and ".join(str(k.folder) for k in same)
+        reason = (
+            f"{classname} is the name of {len(same)} kernel folders: {folders}; kernels are told "
+            "apart by <chapter>.<kernel>, so rename one"
+        )
+        unique.append(BrokenKernel(same[0].chapter, same[0].name, same[0].folder, reason))
+    return unique
+
+
 def compile_stage(
     *,
     target: Target,
-    roots: tuple[Path, ...],
-    select: str,
+    kernels: list[Kernel | BrokenKernel],
     toolchain: Toolchain | ToolchainError,
     cache_dir: Path,
     where: Provenance,
     run_cells: Callable[[Kernel], list[RunCell]],
 ) -> CompileStage:
-    """Every kernel under `roots` whose classname contains `select`, compiled for `target`.
+    """Every kernel of `kernels` compiled for `target`.
 
     A kernel the target cannot express is skipped, its compile cell and the run cells that
     `run_cells` gives it alike, so that no cell of the report goes missing.
     """
-    found = [k for root in roots for k in discover(root)]
-    kernels = [k for k in found if select in k.classname]
     cells = []
     for broken in (k for k in kernels if isinstance(k, BrokenKernel)):
         cells.append(

@@ -16,6 +16,7 @@ from harness.commands.stage import (
     RunCell,
     RunResult,
     compile_stage,
+    find_kernels,
     new_report,
     not_run_cell,
     provenance,
@@ -50,15 +51,16 @@ def run_target(
     device: DeviceInfo | NoDevice,
 ) -> RunResult:
     target = options.target
+    kernels = find_kernels(options.kernels_roots, options.select)  # before any report is written
     runner = runner_name(options.runner)
     kind = "junit" if options.execute else "compile"
     files = junit.report_files(options.reports_dir, report_stem(kind, target, options.select))
     where = provenance(runner, options.commit, toolchain, device)
     report = new_report(f"cuda-matrix.{target.name}.{runner}", target, where, toolchain, device)
+    junit.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
     stage = compile_stage(
         target=target,
-        roots=options.kernels_roots,
-        select=options.select,
+        kernels=kernels,
         toolchain=toolchain,
         cache_dir=options.cache_dir,
         where=where,
@@ -98,5 +100,6 @@ def run_target(
                             cell.worker_start_s = pool.start_s
                     report.cells.append(cell)
                     junit.write(files, report)
+    report.finished = True
     junit.write(files, report)
     return RunResult(report, files, stage.fresh, stage.cached)

@@ -75,6 +75,14 @@ def _suite(root: ET.Element, report: Report) -> ET.Element:
         time=f"{sum(cell.seconds for cell in report.cells):.3f}",
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+    suite_properties = ET.SubElement(testsuite, "properties")
+    for key, value in (
+        ("target", report.target),
+        ("runner", report.provenance.runner),
+        ("commit", report.provenance.commit or "unknown"),
+        ("finished", "true" if report.finished else "false"),
+    ):
+        ET.SubElement(suite_properties, "property", name=key, value=value)
     for cell in report.cells:
         case = ET.SubElement(
             testsuite,

@@ -36,8 +36,14 @@ class Published:
 
 def publish(options: PublishOptions) -> Published:
     report_set = load_reports(options.reports, options.expected_targets)
-    failures: list[str] = list(report_set.problems)
-    remarks: list[str] = []
+    unfinished = [
+        f"{source}: the run did not finish (killed, or still running): its {len(report.cells)} "
+        "cells are merged, and the cells it never reached are missing"
+        for report, source in zip(report_set.reports, report_set.sources, strict=True)
+        if not report.finished
+    ]
+    failures: list[str] = [*report_set.problems, *unfinished]
+    remarks: list[str] = list(unfinished)  # the summary says so too
     verdicts, trends = _against_history(report_set, options, remarks)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
