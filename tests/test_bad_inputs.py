@@ -144,6 +144,22 @@ TABLE = [
         ["planted.1.add_one is the name of 2 kernel folders", "rename one"],
     ),
     (
+        "the disk fills up while nvcc writes",
+        lambda work: {
+            "NVCC": str(
+                _fake_nvcc(
+                    work,
+                    "13.0.88",
+                    "echo \"ptxas info    : Compiling entry function 'error_count'\" >&2\n"
+                    "echo 'fatbinary fatal   : Could not write file: No space left on device' >&2\n"
+                    "exit 1\n",
+                )
+            )
+        },
+        1,
+        ["compile[sm_90a]  -- nvcc failed for", "fatbinary fatal   : Could not write file"],
+    ),
+    (
         "nvcc crashes",
         lambda work: {
             "NVCC": str(_fake_nvcc(work, "13.0.88", "echo 'Segmentation fault' >&2; exit 139\n"))

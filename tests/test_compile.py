@@ -6,6 +6,8 @@ import os
 import stat
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from harness.build.compile import (
     Compiler,
     cache_key,
     check_sass,
+    failure_line,
     parse_ptxas,
     toolkit_fingerprint,
 )
@@ -145,11 +148,39 @@ def _fake_nvcc(folder, body):
     return find_toolchain({"NVCC": str(fake)})
 
 
-def test_a_hanging_nvcc_times_out_in_its_own_cell(matrix, add_one, tmp_path):
-    hung = _fake_nvcc(tmp_path, "sleep 60\n")
+def test_a_hanging_nvcc_times_out_in_its_own_cell_and_takes_its_children(matrix, add_one, tmp_path):
+    """As a real nvcc's cc1plus would, the fake's child outlives nvcc unless the group goes."""
+    child = tmp_path / "child.pid"
+    hung = _fake_nvcc(tmp_path, f"sleep 60 & echo $! > {child}\nsleep 60\n")
     compiler = Compiler(hung, tmp_path / "cache", timeout_s=1)
+    started = time.monotonic()
     result = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert time.monotonic() - started < 30
     assert not result.ok and "timeout: nvcc ran past 1 s" in result.log
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and "State:\tZ" not in _status(pid):
+        assert time.monotonic() < deadline, f"nvcc's child {pid} outlived the timeout"
+        time.sleep(0.1)
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return "State:\tZ"  # gone
+
+
+def test_the_cause_of_a_failed_build_is_its_fatal_line():
+    full_disk = (
+        "ptxas info    : Compiling entry function 'error_count' for 'sm_90a'\n"
+        "ptxas info    : Used 10 registers\n"
+        'fatbinary fatal   : Could not write file "/cache/x.fatbin.tmp": No space left on device'
+    )
+    assert failure_line(full_disk).startswith("fatbinary fatal   : Could not write file")
+    typo = 'k.cu(2): error: identifier "x" is undefined\n1 error detected in k.cu.'
+    assert failure_line(typo) == 'k.cu(2): error: identifier "x" is undefined'
+    assert failure_line("Segmentation fault") == "Segmentation fault"
 
 
 def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):

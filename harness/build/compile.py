@@ -9,11 +9,13 @@ crash or a second run never sees half a file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -150,6 +152,46 @@ def check_sass(cuobjdump: Path, binary: Path, opcodes: tuple[str, ...]) -> SassC
     return SassCheck(counts)
 
 
+def _run_nvcc(command: tuple[str, ...], folder: Path, timeout_s: float) -> tuple[int | None, str]:
+    """nvcc's exit status (None: killed at the timeout) and its output.
+
+    nvcc runs in a process group of its own, and a timeout kills the group: nvcc's children (the
+    host compiler's cc1plus, ptxas) would otherwise run on, orphaned, and keep growing."""
+    process = subprocess.Popen(
+        command,
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):  # it ended in between
+            os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        return None, output
+    except BaseException:  # Ctrl-C, or the harness itself told to stop: take nvcc with it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        raise
+
+
+def failure_line(log: str) -> str:
+    """The line of a failed build's log that says why: a fatal error (a full disk:
+    `fatbinary fatal : Could not write file`) over the first error, over the log's end."""
+    lines = log.splitlines()
+    for marks in (("fatal",), ("error",)):
+        found = [line for line in lines if any(mark in line.lower() for mark in marks)]
+        if found:
+            return found[0] if marks == ("error",) else found[-1]
+    return log[-300:]
+
+
 def _read_entry(binary: Path, record: Path) -> dict | None:
     """A cache entry whose binary still matches the hash recorded with it; else None (rebuild)."""
     try:
@@ -216,15 +258,13 @@ class Compiler:
         command = self.command(kernel, target, scratch)
         started = time.monotonic()
         try:
-            result = subprocess.run(
-                command, capture_output=True, text=True, timeout=self.timeout_s, cwd=kernel.folder
-            )
-            log = (result.stdout + result.stderr).strip()
-            failed = result.returncode != 0
-            if failed:
-                log += f"\nnvcc exited with status {result.returncode}"
-        except subprocess.TimeoutExpired:
-            failed, log = True, f"timeout: nvcc ran past {self.timeout_s:g} s and was killed"
+            status, log = _run_nvcc(command, kernel.folder, self.timeout_s)
+            failed = status != 0
+            if status is None:
+                log += f"\ntimeout: nvcc ran past {self.timeout_s:g} s and was killed"
+            elif failed:
+                log += f"\nnvcc exited with status {status}"
+            log = log.strip()
         except OSError as error:
             failed, log = True, f"cannot run {command[0]}: {error.strerror}"
         seconds = time.monotonic() - started

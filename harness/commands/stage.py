@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.compile import Compiled, Compiler
+from harness.build.compile import Compiled, Compiler, failure_line
 from harness.build.kernels import BrokenKernel, Kernel, discover
 from harness.build.matrix import Target
 from harness.build.toolchain import Toolchain, ToolchainError
@@ -243,11 +243,8 @@ def _compile_cell(kernel: Kernel, target: Target, build, where: Provenance) -> C
     cell.detail = " ".join(build.command) + "\n" + build.log
     cell.seconds = build.seconds
     if not build.ok:
-        errors = [line for line in build.log.splitlines() if "error" in line.lower()]
         cell.outcome = Outcome.FAILED
-        cell.message = f"nvcc failed for {kernel.source}: " + (
-            errors[0] if errors else build.log[-300:]
-        )
+        cell.message = f"nvcc failed for {kernel.source}: {failure_line(build.log)}"
     elif build.sass and build.sass.error:
         cell.outcome = Outcome.FAILED
         wanted = ", ".join(build.sass.counts)
