@@ -202,4 +202,8 @@ def _print_summary(result: RunResult) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the reports say how far
+        print("interrupted: the reports hold the cells finished so far", file=sys.stderr)
+        sys.exit(130)

@@ -44,6 +44,11 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 # (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml; it may return
 #  environment variables for the run), expected exit status, fragments the output must hold)
+def _file(path: Path) -> Path:
+    path.write_text("not a folder\n")
+    return path
+
+
 def _second_tree(work: Path, folder: str) -> dict:
     """Another kernel tree beside kernels/, holding add_one at `folder` (<chapter>/<kernel>)."""
     other = work / "other"
@@ -85,6 +90,18 @@ TABLE = [
         lambda work: (work / "kernels" / SPEC).write_text("import numpy\nraise ValueError('x')\n"),
         1,
         ["ERROR    planted.add_one::spec[sm_90a]", "add_one/spec.py: import failed at line 2"],
+    ),
+    (
+        "a spec has a syntax error",
+        lambda work: (work / "kernels" / SPEC).write_text("import numpy\n\nSPEC = (\n"),
+        1,
+        ["add_one/spec.py: import failed at line 3: SyntaxError"],
+    ),
+    (
+        "the compile cache is a file",
+        lambda work: {"ARGS": ["--cache", str(_file(work / "cache-file"))]},
+        1,
+        ["FAILED   planted.add_one::compile[sm_90a]", "the compile cache", "cache-file"],
     ),
     (
         "a spec defines no SPEC",
@@ -253,3 +270,27 @@ def test_a_run_killed_before_its_compile_stage_ends_leaves_no_stale_report(tmp_p
     assert done.returncode == 1
     assert "junit-sm_90a.xml: the run did not finish (killed, or still running)" in done.stderr
     assert "the run did not finish" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_ctrl_c_during_a_compile_ends_the_run_with_one_line(tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(PLANTED / "planted" / "add_one", work / "kernels" / "planted" / "add_one")
+    nvcc = _fake_nvcc(work, "13.0.88", "sleep 60\n")
+    folders = ["--kernels", str(work / "kernels"), "--reports", str(work / "reports")]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "test", "sm_90a", *folders, "--cache", str(work / "c")],
+        cwd=ROOT,
+        env={**os.environ, "NVCC": str(nvcc), "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list((work / "c").rglob("*.fatbin.tmp")):  # nvcc has started
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.1)
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=30)  # not nvcc's 60 s
+    assert run.returncode == 130
+    assert stderr.strip() == "interrupted: the reports hold the cells finished so far"
+    assert json.loads((work / "reports" / "junit-sm_90a.json").read_text())["finished"] is False

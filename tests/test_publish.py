@@ -14,6 +14,7 @@ from lxml import etree
 from harness.commands.test import RunOptions, run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
+from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
 from harness.report.verdict import Judgement
 from harness.result import Cell, Outcome, Provenance
@@ -75,7 +76,8 @@ def test_bad_inputs_are_named_and_the_rest_still_merges(tmp_path):
     problems = "\n".join(merged.problems)
     assert f"{corrupt}: not readable JUnit XML" in problems
     assert f"{mismatched.with_suffix('.json')}: does not match" in problems
-    assert f"{good}: given twice" in problems
+    assert "given twice" not in problems  # read once: no failure
+    assert merged.remarks == [f"{good}: given twice; read once"]
     assert merged.cells and {c.target for c in merged.cells} == {"sm_100a"}
     assert merged.missing_targets == ["sm_80", "sm_90a"]
     summary = render_summary(merged)
@@ -244,3 +246,43 @@ def test_a_json_that_disagrees_with_its_xml_is_an_error_naming_the_file(tmp_path
     (problem,) = merged.problems
     assert problem.startswith(f"{xml.with_suffix('.json')}: disagrees with junit-sm_90a.xml on 3")
     assert "passed in JSON, failed in XML" in problem
+
+
+def test_a_report_given_twice_is_read_once_and_does_not_fail(tmp_path):
+    out = ["--out", tmp_path / "out", "--db", tmp_path / "h.sqlite"]
+    done = _report(*KEPT, KEPT[0], *out)
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {KEPT[0]}: given twice; read once" in done.stderr
+
+
+def test_a_damaged_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
+    db = tmp_path / "history.sqlite"
+    assert _report(*KEPT, "--out", tmp_path / "a", "--db", db, "--commit", "a1").returncode == 0
+    pages = bytearray(db.read_bytes())
+    pages[4096:4196] = b"\xa5" * 100  # page 2's b-tree header overwritten
+    db.write_bytes(bytes(pages))
+    damaged = _report(*KEPT, "--out", tmp_path / "b", "--db", db, "--commit", "b2")
+    assert damaged.returncode == 0, damaged.stderr
+    assert f"{db}:" in damaged.stderr and "kept it as" in damaged.stderr
+    assert (tmp_path / "b" / "summary.md").is_file()
+    assert History(db).commits() == ["b2"]
+
+
+def test_a_history_that_cannot_be_moved_aside_judges_nothing_and_the_rest_is_published(
+    tmp_path, monkeypatch
+):
+    db = tmp_path / "history.sqlite"
+    db.write_bytes(b"garbage" * 100)
+
+    def read_only_folder(source, destination):
+        raise PermissionError(13, "Permission denied", str(source))
+
+    monkeypatch.setattr("harness.report.history.os.replace", read_only_folder)
+    options = PublishOptions(KEPT, TARGETS, tmp_path / "out", db, "c3", baseline="a1")
+    published = publish(options)
+    assert published.failures == [] and published.verdicts == []
+    (remark,) = published.remarks
+    assert remark.startswith(f"{db}: not a readable history")
+    assert "cannot be moved aside: Permission denied: nothing was judged or recorded" in remark
+    assert db.read_bytes() == b"garbage" * 100  # untouched
+    assert (tmp_path / "out" / "dashboard.html").is_file()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,36 @@ def test_a_report_of_another_schema_is_refused_with_its_file_named(tmp_path):
         read_report(files.xml)
     assert str(refused.value).startswith(f"{files.json}: schema_version 1 is not 2.x")
     assert "older harness" in str(refused.value)
+
+
+def test_writing_a_report_never_follows_a_planted_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name in ("junit-sm_90a.xml.tmp", "junit-sm_90a.json.tmp"):  # the old scratch names
+        (reports / name).symlink_to(victim)
+    files = junit.report_files(reports, "junit-sm_90a")
+    junit.write(files, _report(_cells()))
+    assert victim.read_text() == "precious\n"
+    assert read_report(files.xml).cells == _cells()
+    assert not list(reports.glob(".junit-*"))  # no scratch file left behind
+
+
+def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[2])\n"
+        "from tests.test_report import _cells, _report\n"
+        "from harness.report import junit\n"
+        "files = junit.report_files(Path(sys.argv[1]), 'junit-sm_90a')\n"
+        "for _ in range(20):\n"
+        "    junit.write(files, _report(_cells()))\n"
+    )
+    from tests.conftest import ROOT
+
+    writers = [
+        subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(ROOT)], cwd=ROOT)
+        for _ in range(8)
+    ]
+    assert [writer.wait(timeout=120) for writer in writers] == [0] * 8
+    assert read_report(tmp_path / "junit-sm_90a.xml").cells == _cells()

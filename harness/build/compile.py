@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -152,35 +153,6 @@ def check_sass(cuobjdump: Path, binary: Path, opcodes: tuple[str, ...]) -> SassC
     return SassCheck(counts)
 
 
-def _run_nvcc(command: tuple[str, ...], folder: Path, timeout_s: float) -> tuple[int | None, str]:
-    """nvcc's exit status (None: killed at the timeout) and its output.
-
-    nvcc runs in a process group of its own, and a timeout kills the group: nvcc's children (the
-    host compiler's cc1plus, ptxas) would otherwise run on, orphaned, and keep growing."""
-    process = subprocess.Popen(
-        command,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # it ended in between
-            os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return None, output
-    except BaseException:  # Ctrl-C, or the harness itself told to stop: take nvcc with it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        raise
-
-
 def failure_line(log: str) -> str:
     """The line of a failed build's log that says why: a fatal error (a full disk:
     `fatbinary fatal : Could not write file`) over the first error, over the log's end."""
@@ -216,6 +188,8 @@ class Compiler:
         self.cache_dir = Path(cache_dir)
         self.timeout_s = timeout_s
         self.fingerprint = toolkit_fingerprint(toolchain, os.environ if env is None else env)
+        self._running: set[subprocess.Popen] = set()  # nvcc processes, for an interrupt to end
+        self._lock = threading.Lock()
 
     def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
         return (
@@ -229,7 +203,12 @@ class Compiler:
         )
 
     def compile(self, kernel: Kernel, target: Target) -> Compiled:
-        compiled = self._compile(kernel, target)
+        try:
+            compiled = self._compile(kernel, target)
+        except OSError as error:  # a read-only cache, a folder where a binary should be
+            where = error.filename or self.cache_dir
+            why = f"the compile cache {where}: {error.strerror or error}"
+            return Compiled(None, (), why, 0.0, False, {})
         if not compiled.ok or not kernel.spec.sass_must_contain:
             return compiled
         sass = check_sass(self.toolchain.cuobjdump, compiled.binary, kernel.spec.sass_must_contain)
@@ -258,7 +237,7 @@ class Compiler:
         command = self.command(kernel, target, scratch)
         started = time.monotonic()
         try:
-            status, log = _run_nvcc(command, kernel.folder, self.timeout_s)
+            status, log = self._run_nvcc(command, kernel.folder)
             failed = status != 0
             if status is None:
                 log += f"\ntimeout: nvcc ran past {self.timeout_s:g} s and was killed"
@@ -290,7 +269,57 @@ class Compiler:
         return Compiled(binary, shown, log, seconds, False, resources, sha256=sha256)
 
     def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled]:
-        """Compile every pair, in parallel across cores; results in the order given."""
+        """Compile every pair, in parallel across cores; results in the order given.
+
+        Interrupted (Ctrl-C reaches this thread, not the compiling ones), it kills every nvcc
+        still running, so that the interrupt ends the run instead of waiting on them."""
         workers = max(1, min(len(pairs), os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(lambda pair: self.compile(*pair), pairs))
+            futures = [pool.submit(self.compile, *pair) for pair in pairs]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                self._kill_running()
+                raise
+
+    def _run_nvcc(self, command: tuple[str, ...], folder: Path) -> tuple[int | None, str]:
+        """nvcc's exit status (None: killed at the timeout) and its output.
+
+        nvcc runs in a process group of its own, and a timeout kills the group: nvcc's children
+        (the host compiler's cc1plus, ptxas) would otherwise run on, orphaned, and keep growing.
+        """
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        with self._lock:
+            self._running.add(process)
+        try:
+            output, _ = process.communicate(timeout=self.timeout_s)
+            return process.returncode, output
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            output, _ = process.communicate()
+            return None, output
+        finally:
+            with self._lock:
+                self._running.discard(process)
+
+    def _kill_running(self) -> None:
+        with self._lock:
+            running = list(self._running)
+        for process in running:
+            _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended in between
+        os.killpg(process.pid, signal.SIGKILL)

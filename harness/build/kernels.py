@@ -68,8 +68,12 @@ def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
     except BaseException as error:  # any error in a user's spec is that kernel's error cell
         if isinstance(error, KeyboardInterrupt):
             raise
-        frame = traceback.extract_tb(error.__traceback__)[-1]
-        return broken(f"import failed at line {frame.lineno}: {type(error).__name__}: {error}")
+        # A SyntaxError is raised by the compiler inside importlib: its own lineno is the spec's.
+        if isinstance(error, SyntaxError) and error.lineno:
+            line = error.lineno
+        else:
+            line = traceback.extract_tb(error.__traceback__)[-1].lineno
+        return broken(f"import failed at line {line}: {type(error).__name__}: {error}")
     spec = getattr(module, "SPEC", None)
     if not isinstance(spec, KernelSpec):
         return broken("defines no SPEC = KernelSpec(...)")

@@ -53,7 +53,12 @@ def open_history(path: Path) -> tuple[History, str]:
     except HistoryError as error:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         kept = path.with_name(f"{path.name}.unreadable-{stamp}")
-        os.replace(path, kept)
+        try:
+            os.replace(path, kept)
+        except OSError as cannot:
+            raise HistoryError(
+                f"{error}; and it cannot be moved aside: {cannot.strerror}"
+            ) from cannot
         return History(path), f"{error}; kept it as {kept} and started a fresh history"
 
 
@@ -64,15 +69,25 @@ class History:
         try:
             (version,) = self.db.execute("PRAGMA user_version").fetchone()
             tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            (health,) = self.db.execute("PRAGMA quick_check").fetchone()
         except sqlite3.DatabaseError as error:  # not an SQLite file, or a damaged one
             self.db.close()
             raise HistoryError(f"{path}: not a readable history ({error})") from error
-        if tables and version != SCHEMA_VERSION:
+        problem = ""
+        if health != "ok":  # a damaged page: what it returns cannot be trusted
+            problem = f"{path}: a damaged history (quick_check: {health})"
+        elif tables and version != SCHEMA_VERSION:
+            problem = f"{path}: a history of schema {version}, not {SCHEMA_VERSION}"
+        if problem:
             self.db.close()
-            raise HistoryError(f"{path}: a history of schema {version}, not {SCHEMA_VERSION}")
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.executescript(SCHEMA)
-        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            raise HistoryError(problem)
+        try:
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.executescript(SCHEMA)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as error:  # read-only, or locked by another writer
+            self.db.close()
+            raise HistoryError(f"{path}: cannot write the history ({error})") from error
 
     def close(self) -> None:
         self.db.close()

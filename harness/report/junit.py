@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,9 +38,20 @@ def write(files: ReportFiles, report: Report) -> None:
 
 
 def _replace(path: Path, text: str) -> None:
-    scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(text)
-    os.replace(scratch, path)
+    """Write `text` to a new file of a unique name beside `path`, then rename it over `path`:
+    two runs writing the same report never share a scratch file, and a link planted at a
+    scratch name is never followed (mkstemp creates the file, O_EXCL)."""
+    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(handle, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
 
 
 def render(reports: Iterable[Report], name: str | None = None) -> str:

@@ -26,6 +26,7 @@ class ReportSet:
     reports: list[Report] = field(default_factory=list)
     sources: list[Path] = field(default_factory=list)  # the XML file of each report
     problems: list[str] = field(default_factory=list)  # unreadable input, named by file
+    remarks: list[str] = field(default_factory=list)  # read, with something to say of it
     missing_targets: list[str] = field(default_factory=list)
 
     @property
@@ -59,7 +60,7 @@ def load_reports(xml_files: list[Path], expected_targets: list[str]) -> ReportSe
     for xml_file in xml_files:
         resolved = Path(xml_file).resolve()
         if resolved in seen_files:
-            merged.problems.append(f"{xml_file}: given twice; read once")
+            merged.remarks.append(f"{xml_file}: given twice; read once")
             continue
         seen_files.add(resolved)
         try:

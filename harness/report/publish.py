@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.report.dashboard import render_dashboard
-from harness.report.history import open_history
+from harness.report.history import HistoryError, open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
 from harness.report.summary import render_summary
 from harness.report.verdict import Judgement, Verdict
@@ -43,7 +43,7 @@ def publish(options: PublishOptions) -> Published:
         if not report.finished
     ]
     failures: list[str] = [*report_set.problems, *unfinished]
-    remarks: list[str] = list(unfinished)  # the summary says so too
+    remarks: list[str] = [*report_set.remarks, *unfinished]  # the summary says so too
     verdicts, trends = _against_history(report_set, options, remarks)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,11 @@ def publish(options: PublishOptions) -> Published:
 
 def _against_history(report_set, options: PublishOptions, remarks: list[str]):
     """The verdicts against the baseline and the stored trends, once this run is recorded."""
-    history, why_fresh = open_history(options.database)
+    try:
+        history, why_fresh = open_history(options.database)
+    except HistoryError as error:  # the reports are still published
+        remarks.append(f"{error}: nothing was judged or recorded")
+        return [], {}
     if why_fresh:
         remarks.append(why_fresh)
     try:
