@@ -104,6 +104,27 @@ TABLE = [
         ["FAILED   planted.add_one::compile[sm_90a]", "the compile cache", "cache-file"],
     ),
     (
+        "a spec calls sys.exit(3) at import",
+        lambda work: (work / "kernels" / SPEC).write_text("import sys\nsys.exit(3)\n"),
+        1,
+        ["ERROR    planted.add_one::spec[sm_90a]", "import failed at line 2: SystemExit: 3"],
+    ),
+    (
+        "a spec calls os._exit(1) at import",
+        lambda work: (work / "kernels" / SPEC).write_text("import os\nos._exit(1)\n"),
+        1,
+        ["add_one/spec.py: importing it ended the process (exited with status 1)"],
+    ),
+    (
+        "a spec hangs at import",
+        lambda work: (
+            (work / "kernels" / SPEC).write_text("import time\ntime.sleep(600)\n"),
+            _edit(work / "matrix.yaml", "  case_timeout_s: 60", "  case_timeout_s: 3"),
+        ),
+        1,
+        ["add_one/spec.py: importing it did not finish within 3 s"],
+    ),
+    (
         "a spec defines no SPEC",
         lambda work: (work / "kernels" / SPEC).write_text("CASES = ()\n"),
         1,

@@ -15,6 +15,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.build.import_probe import unsafe_imports
 from harness.spec import KernelSpec
 
 
@@ -46,10 +47,36 @@ class BrokenKernel:
         return f"{self.chapter}.{self.name}"
 
 
-def discover(root: Path) -> list[Kernel | BrokenKernel]:
+def spec_files(root: Path) -> list[Path]:
     """Every `<root>/<chapter>/<kernel>/spec.py`, sorted by chapter then kernel."""
     root = Path(root).resolve()  # nvcc runs in each kernel's folder: paths must be absolute
-    return [load_kernel(spec_file) for spec_file in sorted(root.glob("*/*/spec.py"))]
+    return sorted(root.glob("*/*/spec.py"))
+
+
+def classname_of(spec_file: Path) -> str:
+    return f"{spec_file.parent.parent.name}.{spec_file.parent.name}"
+
+
+def discover(
+    root: Path, select: str = "", import_timeout_s: float | None = None
+) -> list[Kernel | BrokenKernel]:
+    """The kernels under `root` whose classname contains `select`, in spec_files' order.
+
+    With `import_timeout_s`, each spec is first imported in a child process (import_probe), and
+    one whose import exits the process or runs past the timeout is a BrokenKernel saying so,
+    never imported here.
+    """
+    files = [f for f in spec_files(root) if select in classname_of(f)]
+    unsafe = unsafe_imports(files, import_timeout_s) if import_timeout_s and files else {}
+    kernels = []
+    for spec_file in files:
+        if spec_file in unsafe:
+            folder = spec_file.parent
+            reason = f"{spec_file}: {unsafe[spec_file]}"
+            kernels.append(BrokenKernel(folder.parent.name, folder.name, folder, reason))
+        else:
+            kernels.append(load_kernel(spec_file))
+    return kernels
 
 
 def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:

@@ -90,7 +90,8 @@ def sanitize_target(
     sanitizer: Path | SanitizerMissing,
 ) -> RunResult:
     target = options.target
-    kernels = find_kernels(options.kernels_roots, options.select)  # before any report is written
+    # Before any report is written: a run that selects nothing writes none.
+    kernels = find_kernels(options.kernels_roots, options.select, matrix.timing.case_timeout_s)
     tools = matrix.sanitize.tools
     runner = runner_name(options.runner)
     files = junit.report_files(options.reports_dir, report_stem("sanitize", target, options.select))

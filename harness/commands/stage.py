@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.build.compile import Compiled, Compiler, failure_line
-from harness.build.kernels import BrokenKernel, Kernel, discover
+from harness.build.kernels import BrokenKernel, Kernel, classname_of, discover, spec_files
 from harness.build.matrix import Target
 from harness.build.toolchain import Toolchain, ToolchainError
 from harness.report import junit
@@ -121,22 +121,26 @@ class NothingToRun(Exception):
     """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
 
 
-def find_kernels(roots: tuple[Path, ...], select: str) -> list[Kernel | BrokenKernel]:
+def find_kernels(
+    roots: tuple[Path, ...], select: str, import_timeout_s: float
+) -> list[Kernel | BrokenKernel]:
     """Every kernel under `roots` whose classname contains `select`, in the order found.
 
-    Two folders with one classname (<chapter>.<kernel>, across trees, or `ch.1/k` beside `ch/1.k`)
-    would share builds and cells: they become one broken kernel naming both folders.
+    Specs are imported in a child process first (a spec that exits or hangs at import is an
+    error cell, not the end of the run). Two folders with one classname (<chapter>.<kernel>,
+    across trees, or `ch.1/k` beside `ch/1.k`) would share builds and cells: they become one
+    broken kernel naming both folders.
     """
     for root in roots:
         if not Path(root).is_dir():
             raise NothingToRun(f"--kernels {root}: no such directory")
-    found = [k for root in roots for k in discover(root)]
+    found = [spec for root in roots for spec in spec_files(root)]
     if not found:
         trees = ", ".join(str(root) for root in roots)
         raise NothingToRun(f"no kernels under {trees} (a kernel is <chapter>/<kernel>/spec.py)")
-    kernels = [k for k in found if select in k.classname]
-    if not kernels:
+    if not any(select in classname_of(spec) for spec in found):
         raise NothingToRun(f"-k {select!r} selects none of the {len(found)} kernels found")
+    kernels = [k for root in roots for k in discover(root, select, import_timeout_s)]
     by_classname: dict[str, list[Kernel | BrokenKernel]] = {}
     for kernel in kernels:
         by_classname.setdefault(kernel.classname, []).append(kernel)

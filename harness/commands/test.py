@@ -51,7 +51,8 @@ def run_target(
     device: DeviceInfo | NoDevice,
 ) -> RunResult:
     target = options.target
-    kernels = find_kernels(options.kernels_roots, options.select)  # before any report is written
+    # Before any report is written: a run that selects nothing writes none.
+    kernels = find_kernels(options.kernels_roots, options.select, matrix.timing.case_timeout_s)
     runner = runner_name(options.runner)
     kind = "junit" if options.execute else "compile"
     files = junit.report_files(options.reports_dir, report_stem(kind, target, options.select))
