@@ -44,6 +44,13 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 # (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml; it may return
 #  environment variables for the run), expected exit status, fragments the output must hold)
+def _include(work: Path, line: str) -> None:
+    """add_one.cu begins with `line`; beside the tree, a header holding a secret."""
+    (work / "secret.h").write_text("#define SECRET_TOKEN_123 1\n")
+    source = work / "kernels" / SOURCE
+    source.write_text(line + "\n" + source.read_text())
+
+
 def _file(path: Path) -> Path:
     path.write_text("not a folder\n")
     return path
@@ -123,6 +130,18 @@ TABLE = [
         ),
         1,
         ["add_one/spec.py: importing it did not finish within 3 s"],
+    ),
+    (
+        "a kernel includes a file outside its tree",
+        lambda work: _include(work, '#include "../../../secret.h"'),
+        1,
+        ['#include "../../../secret.h" reaches', "outside the kernel tree", "refused"],
+    ),
+    (
+        "a kernel includes an absolute path",
+        lambda work: _include(work, "#include </etc/hostname>"),
+        1,
+        ["#include of the absolute path /etc/hostname is refused"],
     ),
     (
         "a spec defines no SPEC",
@@ -250,6 +269,9 @@ def test_each_bad_input_is_reported_where_it_is(fault, make, status, expected, t
         assert fragment in output, f"{fault}: {fragment!r} missing from:\n{output}"
     if status == 1:  # the run went on: the other kernels still have their cells
         assert "planted.needs_sm90::compile[sm_90a]" in output
+    assert "SECRET_TOKEN_123" not in output + "".join(
+        f.read_text() for f in (work / "reports").glob("*") if f.is_file()
+    )
     if status == 2:  # nothing was run: no report, so none looks current
         assert not (work / "reports").exists(), output
 

@@ -33,6 +33,11 @@ from harness.result import Resources
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
 TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+_ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.MULTILINE)
+
+
+class OutsideTree(Exception):
+    """A kernel includes a file outside its kernel tree: refused before nvcc could quote it."""
 
 
 @dataclass(frozen=True)
@@ -65,17 +70,34 @@ class Compiled:
         return self.binary is not None
 
 
-def sources_of(source: Path) -> list[Path]:
-    """The .cu and every project header it includes with quotes, transitively."""
+def sources_of(source: Path, tree: Path | None = None) -> list[Path]:
+    """The .cu and every project header it includes with quotes, transitively.
+
+    With `tree` (the kernel tree's root), an include of an absolute path, or a quoted one that
+    resolves outside the tree, raises OutsideTree: a kernel is built from its tree and the
+    toolkit's headers, and a report never quotes another file of the machine.
+    """
     seen: list[Path] = []
     pending = [source.resolve()]
+    root = tree.resolve() if tree else None
     while pending:
         path = pending.pop()
         if path in seen or not path.is_file():
             continue
         seen.append(path)
-        for name in _INCLUDE.findall(path.read_text(errors="replace")):
-            pending.append((path.parent / name).resolve())
+        text = path.read_text(errors="replace")
+        if root:
+            for name in _ANY_INCLUDE.findall(text):
+                if Path(name).is_absolute():
+                    raise OutsideTree(f"{path}: #include of the absolute path {name} is refused")
+        for name in _INCLUDE.findall(text):
+            included = (path.parent / name).resolve()
+            if root and not included.is_relative_to(root):
+                raise OutsideTree(
+                    f'{path}: #include "{name}" reaches {included}, outside the kernel tree '
+                    f"{root}: refused"
+                )
+            pending.append(included)
     return seen
 
 
@@ -110,7 +132,7 @@ def cache_key(kernel: Kernel, target: Target, fingerprint: str) -> str:
     digest = hashlib.sha256()
     for part in (fingerprint, target.gencode, *FLAGS):
         digest.update(part.encode() + b"\0")
-    for path in sources_of(kernel.source):
+    for path in sources_of(kernel.source, kernel.folder.parent.parent):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:24]
 
@@ -205,6 +227,8 @@ class Compiler:
     def compile(self, kernel: Kernel, target: Target) -> Compiled:
         try:
             compiled = self._compile(kernel, target)
+        except OutsideTree as refused:
+            return Compiled(None, (), str(refused), 0.0, False, {})
         except OSError as error:  # a read-only cache, a folder where a binary should be
             where = error.filename or self.cache_dir
             why = f"the compile cache {where}: {error.strerror or error}"

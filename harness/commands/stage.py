@@ -248,7 +248,10 @@ def _compile_cell(kernel: Kernel, target: Target, build, where: Provenance) -> C
     cell.seconds = build.seconds
     if not build.ok:
         cell.outcome = Outcome.FAILED
-        cell.message = f"nvcc failed for {kernel.source}: {failure_line(build.log)}"
+        if build.command:
+            cell.message = f"nvcc failed for {kernel.source}: {failure_line(build.log)}"
+        else:  # refused before nvcc ran
+            cell.message = f"not compiled: {build.log}"
     elif build.sass and build.sass.error:
         cell.outcome = Outcome.FAILED
         wanted = ", ".join(build.sass.counts)
