@@ -95,7 +95,10 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     once = cells["correct_once", "n16777216"]
     assert once.outcome is Outcome.FAILED, once
     assert "the output was right on the first launch and wrong after" in once.message, once
-    assert "got np.float32(nan)" in once.message  # the re-run wrote nothing
+    assert "poisoned with 0x5A bytes this time" in once.message  # the re-run wrote nothing
+    unwritten = cells["unwritten_nan", "n1024"]  # NaN where NaN is expected, but never written
+    assert unwritten.outcome is Outcome.FAILED, unwritten
+    assert "poisoned with 0x5A bytes this time" in unwritten.message, unwritten.message
     nan = cells["nan_result", "n1024"]
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
+from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,
     SpecError,
@@ -90,3 +91,13 @@ def test_bf16_outputs_compare_at_bf16_precision_and_name_the_bad_element():
     assert "first at (2,)" in message
     nan = np.full(4, np.nan, np.float32).astype(bfloat16)  # the harness's 0xFFFF poison
     assert compare("c", nan, expected, None).startswith("c: 4 of 4 elements differ")
+
+
+def test_an_element_left_at_the_second_poison_never_matches_an_expected_nan():
+    """What verifying again relies on: 0x5A bytes are a finite number in every float width."""
+    for dtype in (np.float16, np.float32, np.float64, bfloat16):
+        raw = np.full(4 * np.dtype(dtype).itemsize, SECOND_POISON_BYTE, np.uint8)
+        unwritten = raw.view(dtype)
+        assert np.isfinite(unwritten.astype(np.float64)).all(), dtype
+        message = compare("y", unwritten, np.full(4, np.nan, dtype=dtype), None)
+        assert message and message.startswith("y: 4 of 4 elements differ"), dtype

@@ -22,7 +22,13 @@ from harness.build.kernels import Kernel
 from harness.build.matrix import Target, TimingDefaults
 from harness.result import Cell, Outcome, Provenance, SkipReason, Timing
 from harness.run.device import DeviceInfo, sm_clock_mhz
-from harness.run.launch import CudaError, Module, Workspace
+from harness.run.launch import (
+    POISON_BYTE,
+    SECOND_POISON_BYTE,
+    CudaError,
+    Module,
+    Workspace,
+)
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timing import StreamGate, measure
 from harness.run.vendor import measure_vendor
@@ -123,7 +129,8 @@ class GpuRuntime:
                     cell.outcome = Outcome.FAILED
                     cell.message = (
                         f"the output was right on the first launch and wrong after {launches} "
-                        f"launches: {wrong}"
+                        f"launches (outputs poisoned with 0x{SECOND_POISON_BYTE:02X} bytes this "
+                        f"time, not 0x{POISON_BYTE:02X}): {wrong}"
                     )
                 elif impossible := beyond_peak(work, cell.throughput, self.info):
                     cell.outcome, cell.message = Outcome.FAILED, impossible
@@ -187,12 +194,14 @@ class GpuRuntime:
         )
 
     def _verify_again(self, workspace: Workspace, verified: _Verified, case: Case) -> str:
-        """Poison the outputs, run once more and check them: "" when they are still right.
+        """Poison the outputs with the second pattern, run once more and check them: "" when
+        they are still right. An element the reference expects as NaN, left unwritten, passed
+        the first check (NaN is NaN) and fails this one.
 
         An output bit-identical to the verified one is right; any other is compared with the
         reference (a kernel with float atomics may differ in its last bits and still pass).
         """
-        workspace.poison_outputs()
+        workspace.poison_outputs(SECOND_POISON_BYTE)
         workspace.reset_scratch()
         workspace.run()
         self.stream.sync()

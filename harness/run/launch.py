@@ -36,6 +36,9 @@ _SWIZZLE_BY_BYTES = {
 }
 PORTABLE_CLUSTER_BLOCKS = 8  # larger clusters need an opt-in, and not every GPU has them
 POISON_BYTE = 0xFF  # NaN in every float width, -1 in every integer width
+# The second pattern, for verifying again: a finite number in every float width (fp16, bf16,
+# fp32, fp64), so an element the reference expects to be NaN cannot pass unwritten both times.
+SECOND_POISON_BYTE = 0x5A
 
 
 class CudaError(Exception):
@@ -177,10 +180,10 @@ class Workspace:
                 f"{one.entry}: a cluster of {blocks} blocks is beyond this device's limit of {most}"
             )
 
-    def poison_outputs(self) -> None:
-        """Fill every output with 0xFF bytes, so an element the next run does not write fails."""
+    def poison_outputs(self, byte: int = POISON_BYTE) -> None:
+        """Fill every output with `byte`, so an element the next run does not write fails."""
         for name in self.problem.outputs:
-            self.buffers[name].fill(POISON_BYTE, stream=self.stream)
+            self.buffers[name].fill(byte, stream=self.stream)
 
     def reset_scratch(self) -> None:
         for name, array in self.problem.scratch.items():
