@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--baseline", help="a stored commit to compare medians with")
     report.add_argument("--max-slowdown", type=float, help="fail when SLOWER by more (%%)")
     report.add_argument("--strict", action="store_true", help="fail when a kernel never ran")
+    report.add_argument(
+        "--artifacts",
+        type=Path,
+        help="a folder of reports-<target>/ folders (CI's artifacts), each of its target only",
+    )
     args = parser.parse_args(argv)
     if args.command == "report":
         return _report(args)
@@ -150,7 +155,12 @@ def _report(args) -> int:
     except MatrixError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    files = args.files or sorted((ROOT / "reports").glob("junit-*.xml"))
+    artifact_of: dict[Path, str] = {}
+    if args.artifacts:  # every report in reports-<target>/ must be of that target
+        for folder in sorted(args.artifacts.glob("reports-*")):
+            for xml in sorted(folder.glob("*.xml")):
+                artifact_of[xml] = folder.name.removeprefix("reports-")
+    files = args.files or list(artifact_of) or sorted((ROOT / "reports").glob("junit-*.xml"))
     options = PublishOptions(
         reports=files,
         expected_targets=list(matrix.targets),
@@ -160,6 +170,7 @@ def _report(args) -> int:
         baseline=args.baseline,
         max_slowdown_pct=args.max_slowdown,
         strict=args.strict,
+        artifact_targets=artifact_of,
     )
     published = publish(options)
     print(published.files[1].read_text())

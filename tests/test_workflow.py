@@ -36,13 +36,14 @@ def _workspace(tmp_path: Path) -> Path:
 
 
 def _download(work: Path, slower: float = 1.0) -> int:
-    """The test jobs' artifacts into reports/: the kept H200 reports, the SGEMM case slower.
-    Returns how many timed cells were slowed (one per target that times it)."""
+    """The test jobs' artifacts, each in artifacts/reports-<target>/ as download-artifact puts
+    them: the kept H200 reports, the SGEMM case slower. Returns how many timed cells were
+    slowed (one per target that times it)."""
     slowed = 0
-    reports = work / "reports"
-    shutil.rmtree(reports, ignore_errors=True)
-    reports.mkdir()
+    shutil.rmtree(work / "artifacts", ignore_errors=True)
     for xml in KEPT:
+        reports = work / "artifacts" / f"reports-{xml.stem.removeprefix('junit-')}"
+        reports.mkdir(parents=True)
         shutil.copy(xml, reports / xml.name)
         record = json.loads(xml.with_suffix(".json").read_text())
         for cell in record["cells"]:
@@ -92,3 +93,18 @@ def test_a_second_run_is_judged_against_the_history_the_first_left(tmp_path):
     assert f"{SGEMM}[sm_90a] on vm: 10.0 % slower than the baseline (limit 5 %)" in slower.stderr
     summary = (work / f"step-summary-{'c' * 40}.md").read_text()
     assert "## Slower than the baseline" in summary and f"{slowed} SLOWER" in summary
+
+
+def test_an_artifact_carrying_another_targets_report_is_left_out(tmp_path):
+    """One job's upload may not overwrite or add to another target's report."""
+    work = _workspace(tmp_path)
+    _download(work)
+    smuggled = work / "artifacts" / "reports-sm_100a"
+    for suffix in (".xml", ".json"):  # sm_100a's job uploads an sm_90a report as well
+        source = work / "artifacts" / "reports-sm_90a" / f"junit-sm_90a{suffix}"
+        shutil.copy(source, smuggled / f"junit-sm_90a{suffix}")
+    done = _run_job(work, "d" * 40)
+    assert done.returncode == 1
+    assert "reports-sm_100a/junit-sm_90a.xml: a report of sm_90a in the artifact of sm_100a" in (
+        done.stderr
+    )

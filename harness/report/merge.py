@@ -53,7 +53,13 @@ class ReportSet:
         return sorted(kernel for kernel, did in ran.items() if not did)
 
 
-def load_reports(xml_files: list[Path], expected_targets: list[str]) -> ReportSet:
+def load_reports(
+    xml_files: list[Path],
+    expected_targets: list[str],
+    artifact_targets: dict[Path, str] | None = None,
+) -> ReportSet:
+    """`artifact_targets`: the target each file's artifact is of; a report of another target in
+    it (one CI job's upload carrying another's report) is left out and named."""
     merged = ReportSet()
     seen_files: set[Path] = set()
     seen_suites: dict[str, Path] = {}
@@ -67,6 +73,13 @@ def load_reports(xml_files: list[Path], expected_targets: list[str]) -> ReportSe
             report = read_report(Path(xml_file))
         except ReportError as error:
             merged.problems.append(str(error))
+            continue
+        carried = (artifact_targets or {}).get(Path(xml_file))
+        if carried is not None and report.target != carried:
+            merged.problems.append(
+                f"{xml_file}: a report of {report.target} in the artifact of {carried}; left "
+                "out (a job may upload only its own target's report)"
+            )
             continue
         if report.suite in seen_suites:
             merged.problems.append(

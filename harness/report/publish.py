@@ -23,6 +23,8 @@ class PublishOptions:
     baseline: str | None = None
     max_slowdown_pct: float | None = None  # SLOWER beyond this fails the exit code
     strict: bool = False  # a kernel that never ran fails the exit code
+    # A report's file -> the target of the artifact (CI job) it came in: it must be that one's.
+    artifact_targets: dict[Path, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -35,7 +37,7 @@ class Published:
 
 
 def publish(options: PublishOptions) -> Published:
-    report_set = load_reports(options.reports, options.expected_targets)
+    report_set = load_reports(options.reports, options.expected_targets, options.artifact_targets)
     unfinished = [
         f"{source}: the run did not finish (killed, or still running): its {len(report.cells)} "
         "cells are merged, and the cells it never reached are missing"
