@@ -93,6 +93,12 @@ TABLE = [
         ["'hopper' is not an arch like sm_80 or sm_90a"],
     ),
     (
+        "matrix.yaml names an arch nvcc does not know",
+        lambda work: _edit(work / "matrix.yaml", "sass: sm_90a", "sass: sm_1000a"),
+        1,
+        ["matrix.yaml: target sm_90a emits sm_1000a, which nvcc 13.0", "does not know (it knows"],
+    ),
+    (
         "a spec raises while importing",
         lambda work: (work / "kernels" / SPEC).write_text("import numpy\nraise ValueError('x')\n"),
         1,

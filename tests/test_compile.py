@@ -231,3 +231,15 @@ def test_a_build_without_the_demanded_opcode_is_caught(matrix, toolchain, add_on
 def test_a_missing_disassembler_is_an_error_not_a_pass(toolchain, tmp_path):
     sass = check_sass(tmp_path / "cuobjdump", tmp_path / "x.fatbin", ("HGMMA",))
     assert "cannot run" in sass.error and sass.missing == ["HGMMA"]
+
+
+def test_scratch_files_a_killed_run_left_are_swept(toolchain, tmp_path):
+    folder = tmp_path / "cache" / "ch.k"
+    folder.mkdir(parents=True)
+    stale, live = folder / "sm_90a-x.fatbin.tmp", folder / "sm_90a-y.fatbin.tmp"
+    stale.write_bytes(b"half a binary")
+    live.write_bytes(b"being written")
+    old = time.time() - 2 * 600
+    os.utime(stale, (old, old))
+    Compiler(toolchain, tmp_path / "cache", timeout_s=600)
+    assert not stale.exists() and live.exists()

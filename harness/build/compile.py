@@ -212,6 +212,16 @@ class Compiler:
         self.fingerprint = toolkit_fingerprint(toolchain, os.environ if env is None else env)
         self._running: set[subprocess.Popen] = set()  # nvcc processes, for an interrupt to end
         self._lock = threading.Lock()
+        self._sweep_scratch()
+
+    def _sweep_scratch(self) -> None:
+        """Scratch files of runs that were killed: older than the nvcc timeout, no live nvcc
+        still writes them."""
+        now = time.time()
+        for scratch in self.cache_dir.glob("*/*.tmp"):
+            with contextlib.suppress(OSError):  # another run swept it first
+                if now - scratch.stat().st_mtime > self.timeout_s:
+                    scratch.unlink()
 
     def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
         return (

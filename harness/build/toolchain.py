@@ -87,3 +87,19 @@ def nvcc_version(nvcc: Path) -> str:
     if not match:
         raise ToolchainError(f"{nvcc} --version printed no version: {result.stdout!r}")
     return match.group(1)
+
+
+def gpu_codes(toolchain: Toolchain, timeout_s: float = 10) -> tuple[str, ...] | None:
+    """The real architectures this nvcc can emit (`nvcc --list-gpu-code`: sm_80, sm_90, ...);
+    None when it cannot say."""
+    try:
+        result = subprocess.run(
+            [str(toolchain.nvcc), "--list-gpu-code"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    codes = tuple(re.findall(r"\bsm_\d+\b", result.stdout))
+    return codes if result.returncode == 0 and codes else None

@@ -8,6 +8,7 @@ cell that cannot run says why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from harness.build.compile import Compiled, Compiler, failure_line
 from harness.build.kernels import BrokenKernel, Kernel, classname_of, discover, spec_files
 from harness.build.matrix import Target
-from harness.build.toolchain import Toolchain, ToolchainError
+from harness.build.toolchain import Toolchain, ToolchainError, gpu_codes
 from harness.report import junit
 from harness.result import (
     Cell,
@@ -190,7 +191,8 @@ def compile_stage(
     for kernel in good:
         if kernel not in expressible:
             why = (
-                f"{kernel.classname} needs {kernel.spec.requires}; {target.name} cannot express it"
+                f"{kernel.classname} needs {kernel.spec.requires}; target {target.name} emits "
+                f"{target.sass}, which cannot express it"
             )
             reason = SkipReason.TARGET_UNSUPPORTED
             for run in [RunCell("compile"), *run_cells(kernel)]:
@@ -225,6 +227,14 @@ def _compile(kernels, target, toolchain, cache_dir):
         why = (
             f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
             f"{toolchain.version}"
+        )
+        return {k.classname: why for k in kernels}
+    known = gpu_codes(toolchain)
+    if known is not None and re.sub(r"[af]$", "", target.sass) not in known:
+        # The matrix is wrong, not the kernel: every compile cell says so in these words.
+        why = (
+            f"matrix.yaml: target {target.name} emits {target.sass}, which nvcc "
+            f"{toolchain.version} does not know (it knows {', '.join(known)})"
         )
         return {k.classname: why for k in kernels}
     results = Compiler(toolchain, cache_dir).compile_all([(k, target) for k in kernels])
