@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits b
 
 from harness.build import images  # noqa: E402
 from harness.build.matrix import Target, load_matrix  # noqa: E402
+from harness.provenance import current_commit  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 BACKENDS = ("auto", "host", "docker")
@@ -96,7 +97,9 @@ def _test_session(target: Target):
             mounts.prepare()
             gpu = images.host_has_gpu()
             session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
-            command = images.harness_command(image, mounts, ["test", target.name, *args], gpu)
+            commit = {"MATRIX_COMMIT": current_commit(ROOT) or ""}  # the container has no git
+            harness_args = ["test", target.name, *args]
+            command = images.harness_command(image, mounts, harness_args, gpu, commit)
             session.run(*command, external=True)
             return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)

@@ -13,14 +13,18 @@ def runner_name(given: str = "") -> str:
 
 
 def current_commit(root: Path, env: dict[str, str] | None = None) -> str | None:
-    """$GITHUB_SHA in Actions, else `git rev-parse HEAD` of `root`; None where neither says."""
+    """The commit of the code that runs: $MATRIX_COMMIT where the caller knows it better (a
+    container, whose mount has no git), else `git rev-parse HEAD` of `root` (the checkout: in a
+    dispatched run, not $GITHUB_SHA's), else $GITHUB_SHA; None where none says."""
     env = os.environ if env is None else env
-    if env.get("GITHUB_SHA"):
-        return env["GITHUB_SHA"]
+    if env.get("MATRIX_COMMIT"):
+        return env["MATRIX_COMMIT"]
     try:
         result = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=30
         )
+        if result.returncode == 0 and result.stdout.strip():
+            return result.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else None
+        pass  # no git here: the environment may still say
+    return env.get("GITHUB_SHA") or None

@@ -1,5 +1,6 @@
 """The workflow's aggregate job, its commands run here: a first run starts the history, and the
-next run is judged against it, as a pull request against its base commit."""
+next run is judged against it, as a dispatched pull request's head against main; and what the
+workflow itself does to keep pull requests off the GPU runners."""
 
 from __future__ import annotations
 
@@ -61,8 +62,11 @@ def _run_job(work: Path, sha: str, base_sha: str = "") -> subprocess.CompletedPr
     environment = {
         **os.environ,
         **env,
+        # What Actions makes of the step's expressions: the commit tested, and main's when a
+        # maintainer dispatched a pull request's head.
         "BASE_SHA": base_sha,
-        "GITHUB_SHA": sha,
+        "TESTED_SHA": sha,
+        "GITHUB_SHA": base_sha or sha,
         "GITHUB_STEP_SUMMARY": str(summary),
         "PYTHONPATH": str(work),
     }
@@ -79,7 +83,8 @@ def test_a_second_run_is_judged_against_the_history_the_first_left(tmp_path):
     assert (work / "history" / "history.sqlite").is_file()
     assert "# CUDA matrix:" in (work / f"step-summary-{'a' * 40}.md").read_text()
 
-    # the cache step restores history/ as the first run left it; a pull request on main
+    # the cache step restores history/ as the first run left it; a pull request's head,
+    # dispatched from main
     _download(work)
     same = _run_job(work, "b" * 40, base_sha="a" * 40)
     assert same.returncode == 0, same.stderr[-2000:]
@@ -108,3 +113,33 @@ def test_an_artifact_carrying_another_targets_report_is_left_out(tmp_path):
     assert "reports-sm_100a/junit-sm_90a.xml: a report of sm_90a in the artifact of sm_100a" in (
         done.stderr
     )
+
+
+def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
+    """What the file itself can do; the runner group and ephemeral runners (README) do the rest."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
+    jobs = workflow["jobs"]
+    assert jobs["test"]["if"] == "github.event_name != 'pull_request'"
+    assert "github.event_name != 'pull_request'" in jobs["aggregate"]["if"]
+    assert jobs["test"]["environment"] == "gpu"
+    triggers = workflow[True]  # YAML reads the key `on` as True
+    assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
+    assert triggers["push"]["branches"] == ["main"]
+    assert "ref" in triggers["workflow_dispatch"]["inputs"]
+    for name in ("plan", "build", "test"):  # a dispatched commit is the one built and tested
+        (checkout,) = [s for s in jobs[name]["steps"] if "actions/checkout" in s.get("uses", "")]
+        assert checkout["with"]["ref"] == "${{ inputs.ref }}", name
+    gpu_steps = " ".join(str(step.get("run", "")) for step in jobs["test"]["steps"])
+    assert "--user" not in gpu_steps and "RUNNER_TEMP" in gpu_steps  # nothing left on the host
+
+
+def test_the_commit_is_the_checkouts_not_the_event_s(tmp_path):
+    from harness.provenance import current_commit
+
+    assert current_commit(tmp_path, {"GITHUB_SHA": "main" * 10}) == "main" * 10  # no git here
+    assert current_commit(tmp_path, {"MATRIX_COMMIT": "c" * 40, "GITHUB_SHA": "x"}) == "c" * 40
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert current_commit(ROOT, {"GITHUB_SHA": "main" * 10}) == head  # a dispatched checkout
+    assert current_commit(tmp_path, {}) is None

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,10 +150,19 @@ def container_flags(mounts: Mounts, gpu: bool) -> list[str]:
     return [*flags, "--gpus", "all"] if gpu else flags
 
 
-def harness_command(image: Image, mounts: Mounts, harness_args: list[str], gpu: bool) -> list[str]:
-    """The harness in the image, writing its reports to the host through the mounts."""
+def harness_command(
+    image: Image,
+    mounts: Mounts,
+    harness_args: list[str],
+    gpu: bool,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The harness in the image, writing its reports to the host through the mounts; `env`
+    reaches it (the commit, which the container cannot read from git)."""
+    passed = [item for key, value in (env or {}).items() for item in ("--env", f"{key}={value}")]
     return [
         *container_flags(mounts, gpu),
+        *passed,
         image.tag,
         *harness_args,
         "--reports",
