@@ -99,7 +99,9 @@ def _test_session(target: Target):
             session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
             commit = {"MATRIX_COMMIT": current_commit(ROOT) or ""}  # the container has no git
             harness_args = ["test", target.name, *args]
-            command = images.harness_command(image, mounts, harness_args, gpu, commit)
+            command = images.harness_command(
+                image, mounts, harness_args, gpu, MATRIX.container, commit
+            )
             session.run(*command, external=True)
             return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)

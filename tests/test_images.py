@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.build import images
+from harness.build.matrix import load_matrix
 from harness.commands.test import RunOptions, run_target
 from harness.report.merge import read_report
 from harness.result import Outcome
@@ -112,7 +113,9 @@ def test_a_second_build_is_a_no_op(built):
 
 
 def _probe(image, mounts, code):
-    command = images.container_flags(mounts, gpu=False)
+    command = images.container_flags(
+        mounts, gpu=False, limits=load_matrix(ROOT / "matrix.yaml").container
+    )
     return subprocess.run(
         [*command, "--entrypoint", "python", image.tag, "-c", code], capture_output=True, text=True
     )
@@ -133,6 +136,14 @@ def test_the_container_is_not_root_has_no_network_and_cannot_write_sources(built
     assert network.returncode != 0 and "socket.gaierror" in network.stderr, network
     write = _probe(image, mounts, "open('/src/written-by-container', 'w')")
     assert write.returncode != 0 and "Read-only file system" in write.stderr, write
+    root = _probe(image, mounts, "open('/etc/written-by-container', 'w')")
+    assert root.returncode != 0 and "Read-only file system" in root.stderr, root  # --read-only
+    scratch = _probe(image, mounts, "open('/tmp/scratch', 'w').write('ok'); print('ok')")
+    assert scratch.stdout.strip() == "ok", scratch  # nvcc's intermediate files go there
+    status = _probe(image, mounts, "print(open('/proc/self/status').read())").stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert fields["CapEff"].strip() == "0000000000000000", fields["CapEff"]  # --cap-drop ALL
+    assert fields["NoNewPrivs"].strip() == "1"  # --security-opt no-new-privileges
 
 
 @needs_docker
@@ -142,7 +153,9 @@ def test_compiling_in_the_image_gives_the_host_s_compile_cells(
     image, _, _ = built
     mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
     mounts.prepare()
-    command = images.harness_command(image, mounts, ["compile", "sm_90a"], gpu=False)
+    command = images.harness_command(
+        image, mounts, ["compile", "sm_90a"], gpu=False, limits=matrix.container
+    )
     inside = subprocess.run(command, capture_output=True, text=True)
     assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
     in_container = read_report(mounts.reports / "compile-sm_90a.xml")

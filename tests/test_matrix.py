@@ -214,3 +214,10 @@ def test_a_target_name_cannot_climb_out_of_the_reports_folder(tmp_path):
         MatrixError, match=r"targets: '\.\./\.\./escaped' is not a name like sm_90a"
     ):
         load_matrix(_written(tmp_path, text))
+
+
+def test_container_limits_are_read_and_checked(tmp_path, matrix):
+    assert (matrix.container.pids, matrix.container.memory) == (4096, "32g")
+    text = (ROOT / "matrix.yaml").read_text().replace('memory: "32g"', 'memory: "lots"')
+    with pytest.raises(MatrixError, match=r"container.memory: 'lots' is not like 32g"):
+        load_matrix(_written(tmp_path, text))

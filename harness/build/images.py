@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.matrix import Target
+from harness.build.matrix import ContainerLimits, Target
 
 DOCKERFILE = Path("docker") / "Dockerfile"
 CONTEXT_FILES = (DOCKERFILE, Path("requirements.txt"))
@@ -132,14 +132,31 @@ class Mounts:
             folder.chmod(0o777)
 
 
-def container_flags(mounts: Mounts, gpu: bool) -> list[str]:
-    """`docker run` and its flags: sources read-only, no network, reports and cache writable."""
+def container_flags(mounts: Mounts, gpu: bool, limits: ContainerLimits) -> list[str]:
+    """`docker run` and its flags: sources read-only, no network, reports and cache writable,
+    and nothing else: no capabilities, no privilege gained through setuid, a read-only root
+    filesystem (scratch in a /tmp of memory), and bounded processes and memory."""
     flags = [
         "docker",
         "run",
         "--rm",
         "--network",
         "none",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,exec,size=8g",  # nvcc writes its intermediate files there
+        "--env",
+        "HOME=/tmp",
+        "--env",
+        "CUDA_CACHE_PATH=/tmp/cuda-cache",  # the driver's JIT cache, off the read-only root
+        "--pids-limit",
+        str(limits.pids),
+        "--memory",
+        limits.memory,
         "--volume",
         f"{mounts.source}:{CONTAINER_SOURCE}:ro",
         "--volume",
@@ -155,13 +172,14 @@ def harness_command(
     mounts: Mounts,
     harness_args: list[str],
     gpu: bool,
+    limits: ContainerLimits,
     env: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The harness in the image, writing its reports to the host through the mounts; `env`
     reaches it (the commit, which the container cannot read from git)."""
     passed = [item for key, value in (env or {}).items() for item in ("--env", f"{key}={value}")]
     return [
-        *container_flags(mounts, gpu),
+        *container_flags(mounts, gpu, limits),
         *passed,
         image.tag,
         *harness_args,

@@ -127,12 +127,21 @@ class SanitizeDefaults:
 
 
 @dataclass(frozen=True)
+class ContainerLimits:
+    """What a run in a target's container may take of the host."""
+
+    pids: int  # processes and threads: a fork bomb in a kernel's spec stops here
+    memory: str  # docker's --memory: "32g"
+
+
+@dataclass(frozen=True)
 class Matrix:
     path: Path
     targets: dict[str, Target]
     timing: TimingDefaults
     devices: dict[str, DevicePeaks]
     sanitize: SanitizeDefaults
+    container: ContainerLimits = ContainerLimits(pids=4096, memory="32g")
 
     def target(self, name: str) -> Target:
         if name in self.targets:
@@ -257,7 +266,12 @@ def load_matrix(path: Path) -> Matrix:
     if root is None:
         raise MatrixError(f"{path}: empty file")
     reader = _Reader(path)
-    top = reader.mapping(root, "matrix", {"toolkits", "targets", "timing", "devices", "sanitize"})
+    top = reader.mapping(
+        root,
+        "matrix",
+        {"toolkits", "targets", "timing", "devices", "sanitize"},
+        frozenset({"container"}),
+    )
 
     toolkits = {}
     for version, node in reader.entries(top["toolkits"], "toolkits").items():
@@ -344,6 +358,17 @@ def load_matrix(path: Path) -> Matrix:
         timing=timing,
         devices=devices,
         sanitize=_sanitize(reader, top["sanitize"]),
+        **({"container": _container(reader, top["container"])} if "container" in top else {}),
+    )
+
+
+def _container(reader: _Reader, node: yaml.Node) -> ContainerLimits:
+    fields = reader.mapping(node, "container", {"pids_limit", "memory"})
+    memory = reader.scalar(fields["memory"], "container.memory", str)
+    if not re.fullmatch(r"\d+[kmg]?", memory):
+        raise reader.fail(fields["memory"], f"container.memory: {_quoted(memory)} is not like 32g")
+    return ContainerLimits(
+        pids=reader.scalar(fields["pids_limit"], "container.pids_limit", int), memory=memory
     )
 
 
