@@ -160,7 +160,10 @@ def _report(args) -> int:
         for folder in sorted(args.artifacts.glob("reports-*")):
             for xml in sorted(folder.glob("*.xml")):
                 artifact_of[xml] = folder.name.removeprefix("reports-")
-    files = args.files or list(artifact_of) or sorted((ROOT / "reports").glob("junit-*.xml"))
+    if args.artifacts:  # an empty artifacts folder is no reason to read stale local reports
+        files = args.files or list(artifact_of)
+    else:
+        files = args.files or sorted((ROOT / "reports").glob("junit-*.xml"))
     options = PublishOptions(
         reports=files,
         expected_targets=list(matrix.targets),

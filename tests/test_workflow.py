@@ -143,3 +143,17 @@ def test_the_commit_is_the_checkouts_not_the_event_s(tmp_path):
     ).stdout.strip()
     assert current_commit(ROOT, {"GITHUB_SHA": "main" * 10}) == head  # a dispatched checkout
     assert current_commit(tmp_path, {}) is None
+
+
+def test_no_artifact_at_all_is_every_target_missing_not_a_stale_local_report(tmp_path):
+    """The GPU jobs uploaded nothing: the job fails on missing targets; it does not publish
+    whatever an earlier run left in reports/."""
+    work = _workspace(tmp_path)
+    (work / "artifacts").mkdir()
+    (work / "reports").mkdir()
+    shutil.copy(KEPT[0], work / "reports" / KEPT[0].name)  # stale, from some earlier run
+    shutil.copy(KEPT[0].with_suffix(".json"), work / "reports" / KEPT[0].with_suffix(".json").name)
+    done = _run_job(work, "e" * 40)
+    assert done.returncode == 1
+    for target in ("sm_80", "sm_90a", "sm_100a"):
+        assert f"error: target {target} has no report" in done.stderr
