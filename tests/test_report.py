@@ -25,6 +25,7 @@ from harness.result import (
     Throughput,
     Timing,
 )
+from tests.conftest import ROOT
 
 SCHEMA = etree.XMLSchema(
     etree.parse(str(Path(__file__).parent / "schemas" / "junit-properties.xsd"))
@@ -170,8 +171,6 @@ def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
         "for _ in range(20):\n"
         "    junit.write(files, _report(_cells()))\n"
     )
-    from tests.conftest import ROOT
-
     writers = [
         subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(ROOT)], cwd=ROOT)
         for _ in range(8)

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import threading
@@ -28,6 +27,7 @@ from pathlib import Path
 from harness.build.kernels import Kernel
 from harness.build.matrix import Target
 from harness.build.toolchain import Toolchain
+from harness.processes import kill_group
 from harness.result import Resources
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
@@ -340,7 +340,7 @@ class Compiler:
             output, _ = process.communicate(timeout=self.timeout_s)
             return process.returncode, output
         except subprocess.TimeoutExpired:
-            _kill_group(process)
+            kill_group(process)
             output, _ = process.communicate()
             return None, output
         finally:
@@ -351,9 +351,4 @@ class Compiler:
         with self._lock:
             running = list(self._running)
         for process in running:
-            _kill_group(process)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it ended in between
-        os.killpg(process.pid, signal.SIGKILL)
+            kill_group(process)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness.run.pool import describe_exit
+from harness.processes import describe_exit, kill_group
 
 ROOT = Path(__file__).resolve().parents[2]  # where the child imports the harness from
 
@@ -55,7 +54,7 @@ def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
         deadline = time.monotonic() + timeout_s
         while True:
             if not selector.select(timeout=max(deadline - time.monotonic(), 0.0)):
-                os.killpg(child.pid, signal.SIGKILL)
+                kill_group(child)
                 child.wait()
                 culprit = importing or spec_files[0]
                 return culprit, f"importing it did not finish within {timeout_s:g} s"

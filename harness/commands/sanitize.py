@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,12 +36,12 @@ from harness.commands.stage import (
     report_stem,
     why_not_run,
 )
+from harness.processes import describe_exit, kill_group
 from harness.provenance import runner_name
 from harness.report import junit
 from harness.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo, NoDevice, probe
-from harness.run.pool import describe_exit
 from harness.run.sanitizer import SanitizerMissing
 from harness.spec import Case, KernelSpec
 
@@ -241,10 +240,7 @@ def _call(argv: list[str], env: dict[str, str], timeout_s: float) -> Finished:
         stdout, stderr = process.communicate(timeout=timeout_s)
         return Finished(process.returncode, stdout, stderr)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:  # it ended in between
-            pass
+        kill_group(process)
         try:
             stdout, stderr = process.communicate(timeout=KILL_WAIT_S)
         except subprocess.TimeoutExpired:  # something left the group and holds the pipes

@@ -45,12 +45,12 @@ def publish(options: PublishOptions) -> Published:
         if not report.finished
     ]
     failures: list[str] = [*report_set.problems, *unfinished]
-    remarks: list[str] = [*report_set.remarks, *unfinished]  # the summary says so too
+    remarks: list[str] = list(report_set.remarks)
     verdicts, trends = _against_history(report_set, options, remarks)
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
-    (out / "summary.md").write_text(render_summary(report_set, verdicts, remarks))
+    (out / "summary.md").write_text(render_summary(report_set, verdicts, [*remarks, *unfinished]))
     (out / "dashboard.html").write_text(render_dashboard(report_set, trends, verdicts))
     if options.max_slowdown_pct is not None:
         for verdict in verdicts:

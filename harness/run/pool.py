@@ -9,12 +9,13 @@ sticky CUDA error), the job gets a Fault and the next job starts in a fresh work
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
+
+from harness.processes import describe_exit
 
 
 @dataclass(frozen=True)
@@ -55,17 +56,6 @@ def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn
         conn.send(reply)
         if reply.replace_me:
             return
-
-
-def describe_exit(exitcode: int | None) -> str:
-    if exitcode is None:
-        return "still running"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exited with status {exitcode}"
 
 
 class WorkerPool:
