@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = "2.1"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
+SCHEMA_VERSION = "2.2"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
 
 
 class Outcome(enum.Enum):
@@ -55,8 +55,10 @@ class Timing:
     p90_us: float
     noise_pct: float  # relative standard deviation of the samples
     samples_us: tuple[float, ...]
-    sm_clock_mhz: int | None = None  # NVML's reading after the samples; None: unknown
+    # The mean SM clock over the kept samples, probed on SM 0 around each; None: not probed
+    sm_clock_mhz: int | None = None
     wall_s: float = 0.0  # host time spent measuring
+    throttled_samples: int = 0  # discarded: the clock fell below 75 % of the default
 
     @property
     def samples(self) -> int:

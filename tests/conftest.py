@@ -17,6 +17,8 @@ from harness.spec import DeviceLimits
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "kernels"
 FAULTS = Path(__file__).resolve().parent / "fixtures" / "faults"  # kernels that break the GPU
+# A chapter kernel changed to do 5 % more work, under the chapter kernel's name: for verdicts.
+SLOWDOWN = Path(__file__).resolve().parent / "fixtures" / "slowdown"
 CORPUS = yaml.safe_load((ROOT / "kernels" / "KERNELS.yaml").read_text())  # classname -> facts
 
 

@@ -277,3 +277,12 @@ def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
     (record,) = json.loads(blob.group(1))
     assert record["verdict"]["judgement"] == "SLOWER" and record["verdict"]["same_binary"]
     assert record["verdict"]["ratio"] == pytest.approx(1.25)
+
+
+def test_a_timed_cell_shows_the_clock_of_its_samples_and_the_throttled_ones():
+    throttled = Timing(12.5, 12.0, 13.0, 3.3, (12.0, 12.5, 13.0), 1400, 0.1, 3)
+    page = render_dashboard(_set([_cell(timing=throttled)]), {}, [])
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    (record,) = json.loads(blob.group(1))
+    assert record["properties"]["sm_clock_mhz"] == "1400"
+    assert record["properties"]["throttled_samples"] == "3"

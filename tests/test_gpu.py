@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +46,10 @@ def test_a_correct_kernel_passes_with_timings(cells, gpu):
     assert cell.timing.median_us > 0 and cell.timing.samples >= 2
     assert cell.throughput.gbytes_per_s > 0
     assert cell.provenance.device == gpu.name
+    # the SM clock over the samples, probed on SM 0 as NVBench does: near the default clock
+    default = gpu.default_sm_clock_mhz
+    assert 0.5 * default < cell.timing.sm_clock_mhz < 1.1 * default, (cell.timing, default)
+    assert cell.timing.throttled_samples >= 0
 
 
 def test_a_wrong_kernel_fails_with_where_and_how_much(cells):
@@ -144,3 +153,33 @@ def test_a_time_beyond_the_datasheet_peak_fails_the_cell(matrix, toolchain, gpu,
     assert cell.message.startswith(f"impossible timing on {gpu.name}: "), cell.message
     assert "GB/s is above the" in cell.message and "work() overcounts" in cell.message
     assert cell.timing is not None  # what was measured is kept
+
+
+# Cases of 20 us or more without scratch (NVBench cannot reset scratch between its samples).
+AGREEMENT_CASES = [
+    "scale_bias/n67108864_vec4",
+    "stencil_sync/n33554432",
+    "prefetch_pipeline/n67108864_stages3",
+    "warp_allreduce_xor/n33554432",
+    "sgemm_cp_async/m4096_n4096_k4096_stages3",
+]
+
+
+def test_the_timer_agrees_with_nvbench_within_one_percent(gpu, tmp_path):
+    """The contract's timing claim: the harness's medians are NVBench's, within 1 %."""
+    if importlib.util.find_spec("cuda.bench") is None:
+        pytest.skip("cuda-bench is not installed (pip install cuda-bench)")
+    target = "sm_90a" if (gpu.cc.major, gpu.cc.minor) == (9, 0) else "sm_80"
+    script = Path(__file__).parent / "nvbench_agreement.py"
+    files = [str(tmp_path / "cache"), str(tmp_path / "nv.json")]
+    done = subprocess.run(
+        [sys.executable, str(script), target, *files, *AGREEMENT_CASES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    medians = json.loads(done.stdout.strip().splitlines()[-1])
+    ratios = {c: medians["ours_us"][c] / medians["nvbench_us"][c] for c in AGREEMENT_CASES}
+    print(json.dumps({"medians": medians, "ratios": ratios}))
+    assert all(abs(r - 1) <= 0.01 for r in ratios.values()), ratios

@@ -7,7 +7,7 @@ import pytest
 
 from harness.build.kernels import BrokenKernel, Kernel, discover
 from harness.run.verify import check_reference_fits
-from tests.conftest import CORPUS, ROOT, limits_for_cpu_tests
+from tests.conftest import CORPUS, ROOT, SLOWDOWN, limits_for_cpu_tests
 
 SHIPPED = {k.classname: k for k in discover(ROOT / "kernels") if isinstance(k, Kernel)}
 
@@ -65,3 +65,23 @@ def test_every_case_sets_up_and_its_reference_fits_the_outputs(kernel, case):
     work = kernel.spec.work(seen)
     if kernel.classname in CORPUS:  # every chapter kernel has its point on the roofline
         assert work.bytes + work.flops > 0
+
+
+def test_the_planted_slowdown_is_judged_as_the_chapter_kernel_it_slows():
+    """Its cells must meet the chapter kernel's in history: same classname, case and seed;
+    5 % more threads, the same output."""
+    (slowed,) = discover(SLOWDOWN)
+    chapter = SHIPPED[slowed.classname]
+    (case,) = slowed.spec.cases
+    assert case.name in {c.name for c in chapter.spec.cases}
+    limits = limits_for_cpu_tests()
+    rng = np.random.default_rng(1)
+    mine = slowed.spec.setup(case, rng, limits)
+    theirs = chapter.spec.setup(
+        next(c for c in chapter.spec.cases if c.name == case.name), np.random.default_rng(1), limits
+    )
+    assert np.array_equal(mine.inputs["x"], theirs.inputs["x"])
+    extra = mine.launches[0].grid[0] / theirs.launches[0].grid[0]
+    assert 1.045 < extra < 1.055
+    expected = chapter.spec.reference(case, theirs.inputs)["y"]
+    assert np.array_equal(slowed.spec.reference(case, mine.inputs)["y"], expected)

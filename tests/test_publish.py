@@ -286,3 +286,15 @@ def test_a_history_that_cannot_be_moved_aside_judges_nothing_and_the_rest_is_pub
     assert "cannot be moved aside: Permission denied: nothing was judged or recorded" in remark
     assert db.read_bytes() == b"garbage" * 100  # untouched
     assert (tmp_path / "out" / "dashboard.html").is_file()
+
+
+def test_the_summary_gives_each_timed_cell_its_clock_and_throttled_samples(tmp_path):
+    copies = _copy_kept(tmp_path)
+    xml = next(f for f in copies if f.name == "junit-sm_90a.xml")
+    sidecar = json.loads(xml.with_suffix(".json").read_text())
+    timed = next(c for c in sidecar["cells"] if c["case"] == SGEMM)
+    timed["timing"].update(sm_clock_mhz=1400, throttled_samples=3)
+    xml.with_suffix(".json").write_text(json.dumps(sidecar))
+    summary = render_summary(load_reports([xml], TARGETS))
+    (row,) = [line for line in summary.splitlines() if f"| {SGEMM} |" in line]
+    assert "@1400 MHz (3 throttled)" in row

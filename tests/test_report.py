@@ -109,6 +109,7 @@ def test_a_timed_cell_shows_its_numbers_in_junit_and_keeps_them_as_numbers_in_js
         samples_us=(1433.0, 1431.0, 1440.0),
         sm_clock_mhz=1980,
         wall_s=0.0214,
+        throttled_samples=4,
     )
     timed = Cell(
         "ch",
@@ -126,6 +127,7 @@ def test_a_timed_cell_shows_its_numbers_in_junit_and_keeps_them_as_numbers_in_js
     assert shown["time_median_us"] == "1433.040" and shown["samples"] == "3"
     assert shown["tflops"] == "767.26" and shown["roofline_pct"] == "77.5"
     assert shown["sm_clock_mhz"] == "1980" and shown["timing_wall_s"] == "0.021"
+    assert shown["throttled_samples"] == "4"
     assert "gbytes_per_s" not in shown and "vendor" not in shown
     files = junit.report_files(tmp_path, "junit-sm_90a")
     junit.write(files, _report([timed]))

@@ -148,3 +148,72 @@ def test_summary_percentiles():
     assert timing.median_us == pytest.approx(50.5)
     assert timing.p10_us == pytest.approx(10.9)
     assert timing.p90_us == pytest.approx(90.1)
+
+
+class FakeProbe:
+    """Reports the next SM clock (MHz) of `clocks` for each sample, and logs its kernels."""
+
+    def __init__(self, clocks, log=None):
+        self.clocks = iter(clocks)
+        self.log = log if log is not None else []
+
+    def start(self, stream):
+        self.log.append("probe")
+
+    def stop(self, stream):
+        self.log.append("probe")
+
+    def mhz(self):
+        return next(self.clocks)
+
+
+def test_throttled_samples_are_discarded_and_counted(monkeypatch):
+    monkeypatch.setattr("harness.run.timing.RECOVERY_S", 0.0)
+    clocks = [1980.0, 1300.0, 1350.0] + [1975.0] * 20  # 1300 and 1350 are below 75 % of 1980
+    durations = [1.0, 9.0, 9.0] + [1.0] * 20  # the throttled samples are the slow ones
+    timing = measure(
+        lambda: None,
+        lambda: None,
+        FakeStream(durations),
+        FakeBuffer(),
+        FakeGate(),
+        DEFAULTS,
+        FakeProbe(clocks),
+        default_clock_mhz=1980.0,
+    )
+    assert timing.throttled_samples == 2
+    assert timing.samples == 10 and max(timing.samples_us) == pytest.approx(1000.0)
+    assert timing.sm_clock_mhz == round((1980 + 9 * 1975) / 10)
+
+
+def test_past_the_budget_a_throttled_gpu_is_still_timed_at_its_clock():
+    defaults = TimingDefaults(0, 3, 10, 0.5, budget_s=0.0, case_timeout_s=60)
+    timing = measure(
+        lambda: None,
+        lambda: None,
+        FakeStream([2.0] * 20),
+        FakeBuffer(),
+        FakeGate(),
+        defaults,
+        FakeProbe([1000.0] * 20),
+        default_clock_mhz=1980.0,
+    )
+    assert timing.throttled_samples == 0 and timing.samples == 2
+    assert timing.sm_clock_mhz == 1000  # on the record: half the default clock
+
+
+def test_the_clock_is_probed_outside_the_timed_events():
+    log = []
+    defaults = TimingDefaults(0, 2, 2, 0.5, budget_s=5.0, case_timeout_s=60)
+    measure(
+        lambda: log.append("run"),
+        lambda: None,
+        LoggingStream(log),
+        LoggingBuffer(log),
+        FakeGate(log),
+        defaults,
+        FakeProbe([1980.0] * 2, log),
+        default_clock_mhz=1980.0,
+    )
+    sample = ["hold", "flush", "probe", "event", "run", "event", "probe", "release"]
+    assert log == sample * 2

@@ -7,7 +7,7 @@
   const filters = { chapter: $("filter-chapter"), target: $("filter-target"), outcome: $("filter-outcome") };
   const PROPERTY_ORDER = [
     "time_median_us", "time_p10_us", "time_p90_us", "noise_pct", "samples", "gbytes_per_s",
-    "tflops", "roofline_pct", "sm_clock_mhz", "registers", "smem_bytes", "spill_bytes",
+    "tflops", "roofline_pct", "sm_clock_mhz", "throttled_samples", "registers", "smem_bytes", "spill_bytes",
     "binary", "embedded", "target", "device", "cc", "driver", "toolkit", "seed",
   ];
 

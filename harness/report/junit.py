@@ -149,6 +149,7 @@ def properties_of(cell: Cell) -> dict[str, str]:
         shown["noise_pct"] = f"{timing.noise_pct:.3f}"
         shown["samples"] = str(timing.samples)
         shown["sm_clock_mhz"] = str(timing.sm_clock_mhz) if timing.sm_clock_mhz else "unknown"
+        shown["throttled_samples"] = str(timing.throttled_samples)
     if rate := cell.throughput:
         if rate.gbytes_per_s is not None:
             shown["gbytes_per_s"] = f"{rate.gbytes_per_s:.1f}"

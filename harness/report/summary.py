@@ -20,6 +20,10 @@ def _shown(cell: Cell, verdict: Verdict | None) -> str:
     text = MARK[cell.outcome]
     if cell.median_us is not None:
         text += f" {cell.median_us:.1f} µs"
+    if cell.timing and cell.timing.sm_clock_mhz:
+        text += f" @{cell.timing.sm_clock_mhz} MHz"
+    if cell.timing and cell.timing.throttled_samples:
+        text += f" ({cell.timing.throttled_samples} throttled)"
     if verdict:
         text += f" · {verdict.judgement.value} {verdict.ratio:.3f}"
     return text

@@ -7,7 +7,6 @@ report. A spec that raises is an `error` cell; a kernel that faults or computes 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import traceback
 import zlib
@@ -21,7 +20,7 @@ from cuda.core import Device
 from harness.build.kernels import Kernel
 from harness.build.matrix import Target, TimingDefaults
 from harness.result import Cell, Outcome, Provenance, SkipReason, Timing
-from harness.run.device import DeviceInfo, sm_clock_mhz
+from harness.run.device import DeviceInfo
 from harness.run.launch import (
     POISON_BYTE,
     SECOND_POISON_BYTE,
@@ -30,7 +29,7 @@ from harness.run.launch import (
     Workspace,
 )
 from harness.run.throughput import beyond_peak, throughput
-from harness.run.timing import StreamGate, measure
+from harness.run.timing import ClockProbe, StreamGate, measure
 from harness.run.vendor import measure_vendor
 from harness.run.verify import SpecError, check_reference_fits, compare, unchanged
 from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef
@@ -79,6 +78,8 @@ class GpuRuntime:
         # A memset over twice the L2 before each sample evicts whatever the last run left there.
         self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
         self.gate = StreamGate()
+        self.clock = ClockProbe(info.sm_count)
+        self.clock.warm(self.stream)
         self._modules: dict[Path, Module] = {}
 
     def module(self, binary: Path, target: Target) -> Module:
@@ -119,8 +120,8 @@ class GpuRuntime:
             if timed and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
                 work = _spec_step("work", kernel.spec.work, seen)
-                timing = self._measure(workspace.run, workspace.reset_scratch)
-                cell.timing = dataclasses.replace(timing, sm_clock_mhz=sm_clock_mhz(self.info))
+                timing = self.measure(workspace.run, workspace.reset_scratch)
+                cell.timing = timing
                 cell.throughput = throughput(work, timing.median_us, self.info)
                 # Timing runs other launches than the verified one: check them again, and check
                 # that what they timed is physically possible.
@@ -143,7 +144,7 @@ class GpuRuntime:
                         seen,
                         workspace.problem.inputs,
                         stream,
-                        lambda run: self._measure(run, lambda: None),
+                        lambda run: self.measure(run, lambda: None),
                         timing,
                         work,
                     )
@@ -177,8 +178,27 @@ class GpuRuntime:
         cell.seconds = time.monotonic() - started
         return cell, healthy
 
-    def _measure(self, run, before_each) -> Timing:
-        return measure(run, before_each, self.stream, self.flush, self.gate, self.timing)
+    def prepare(self, kernel: Kernel, case: Case, module: Module) -> Workspace:
+        """The case's problem set up on the device from its seeded inputs, not yet run."""
+        rng = np.random.default_rng(seed_of(kernel, case))
+        problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
+        try:
+            return Workspace(self.device, self.stream, module, problem)
+        except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
+            raise _SpecFailure("setup", error) from error
+
+    def measure(self, run, before_each) -> Timing:
+        """`run` timed as every case is: cold L2, gated, throttled samples discarded."""
+        return measure(
+            run,
+            before_each,
+            self.stream,
+            self.flush,
+            self.gate,
+            self.timing,
+            self.clock,
+            self.info.default_sm_clock_mhz,
+        )
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
@@ -217,12 +237,8 @@ class GpuRuntime:
     def _check(self, kernel: Kernel, case: Case, module: Module, cell: Cell):
         """Run once and verify; sets the cell failed with the reasons. Returns the workspace,
         and the outputs with the reference they were checked against."""
-        rng = np.random.default_rng(seed_of(kernel, case))
-        problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
-        try:
-            workspace = Workspace(self.device, self.stream, module, problem)
-        except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
-            raise _SpecFailure("setup", error) from error
+        workspace = self.prepare(kernel, case, module)
+        problem = workspace.problem
         entry = problem.launches[0].entry
         cell.binary = module.kernel(entry).path
         workspace.reset_scratch()

@@ -18,6 +18,7 @@ class DeviceInfo:
     l2_bytes: int
     smem_optin_bytes: int
     peaks: DevicePeaks | None  # from matrix.yaml's devices, by name
+    default_sm_clock_mhz: float | None = None  # what throttling is measured against
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
         l2_bytes=properties.l2_cache_size,
         smem_optin_bytes=properties.max_shared_memory_per_block_optin,
         peaks=matrix.devices.get(device.name),
+        default_sm_clock_mhz=properties.clock_rate / 1000.0 or None,  # the driver says kHz
     )
 
 
@@ -57,14 +59,4 @@ def _kernel_driver_version() -> str | None:
         major, *rest = system.get_kernel_mode_driver_version()
         return ".".join([str(major), *(f"{part:02d}" for part in rest)])  # 580.159.04
     except Exception:  # NVML is optional: the CUDA version still identifies the driver
-        return None
-
-
-def sm_clock_mhz(info: DeviceInfo) -> int | None:
-    """The SM clock now, through NVML; None where NVML cannot say."""
-    try:
-        from cuda.core import system
-
-        return int(system.Device(index=info.ordinal).get_clock("sm").get_current_mhz())
-    except Exception:  # NVML is optional; the report then says the clock is unknown
         return None

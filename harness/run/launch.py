@@ -189,10 +189,11 @@ class Workspace:
         for name, array in self.problem.scratch.items():
             self._upload(name, array)
 
-    def run(self) -> None:
-        """Enqueue every launch of the problem on the stream, without waiting."""
+    def run(self, stream=None) -> None:
+        """Enqueue every launch of the problem on the stream (or on `stream`, another timer's),
+        without waiting."""
         for kernel, config, args in self.steps:
-            launch(self.stream, config, kernel, *args)
+            launch(stream or self.stream, config, kernel, *args)
 
     def outputs(self) -> dict[str, np.ndarray]:
         return {name: self._download(name, t) for name, t in self.problem.outputs.items()}

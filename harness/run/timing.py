@@ -6,6 +6,12 @@ while the flush, the events and the run are enqueued, and released once all are,
 launch overhead (large for a library called from Python) never sits inside the timed interval.
 Sampling stops once the relative noise is under the target with enough samples, or when the
 case's wall-time budget is spent.
+
+Throttling is detected as NVBench does it: a probe kernel records %globaltimer and clock64 on
+SM 0 just before and just after each sample, their ratio is the SM clock over that sample, and a
+sample whose clock fell below THROTTLE_FRACTION of the device's default clock is discarded (and
+counted) after a pause for the GPU to recover. Past the budget nothing more is discarded, so a
+GPU that never recovers still gets timed, its low clock on the record.
 """
 
 from __future__ import annotations
@@ -21,8 +27,16 @@ from cuda.core import Buffer, EventOptions
 from harness.build.matrix import TimingDefaults
 from harness.result import Timing
 
+THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold
+RECOVERY_S = 0.05  # the pause after a throttled sample: NVBench's default
 
-def summarize(samples_us: list[float], wall_s: float = 0.0) -> Timing:
+
+def summarize(
+    samples_us: list[float],
+    wall_s: float = 0.0,
+    clocks_mhz: list[float] = (),
+    throttled: int = 0,
+) -> Timing:
     ordered = sorted(samples_us)
     deciles = statistics.quantiles(ordered, n=10, method="inclusive") if len(ordered) > 1 else []
     return Timing(
@@ -31,7 +45,9 @@ def summarize(samples_us: list[float], wall_s: float = 0.0) -> Timing:
         p90_us=deciles[-1] if deciles else ordered[0],
         noise_pct=_noise_pct(ordered),
         samples_us=tuple(samples_us),
+        sm_clock_mhz=round(statistics.fmean(clocks_mhz)) if clocks_mhz else None,
         wall_s=wall_s,
+        throttled_samples=throttled,
     )
 
 
@@ -60,6 +76,71 @@ class StreamGate:
         self._word.value = 1
 
 
+# One thread per SM; the one on SM 0 records the global timer (ns) and its own clock counter.
+_TIMESTAMPS_PTX = """
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry timestamps(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<5>;
+    mov.u32 %r1, %smid;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, %globaltimer;
+    mov.u64 %rd4, %clock64;
+    st.global.u64 [%rd2], %rd3;
+    st.global.u64 [%rd2+8], %rd4;
+DONE:
+    ret;
+}
+"""
+
+
+class ClockProbe:
+    """The SM clock over one sample, from timestamps taken on SM 0 before and after it (NVBench's
+    gpu_frequency): clock64 ticks over %globaltimer nanoseconds. PTX, so the driver builds it for
+    whatever GPU this is, with no compiler at hand."""
+
+    def __init__(self, sm_count: int):
+        from cuda.core import LaunchConfig, ObjectCode
+
+        # bytes: a str would name a file
+        self._kernel = ObjectCode.from_ptx(_TIMESTAMPS_PTX.encode()).get_kernel("timestamps")
+        self._config = LaunchConfig(grid=sm_count, block=1)
+        self._host = _checked(driver.cuMemHostAlloc(32, driver.CU_MEMHOSTALLOC_DEVICEMAP))
+        self._device = int(_checked(driver.cuMemHostGetDevicePointer(self._host, 0)))
+        self._words = (ctypes.c_uint64 * 4).from_address(self._host)
+
+    def warm(self, stream) -> None:
+        """Launch both probes once, ungated. With lazy module loading a kernel's first launch
+        loads it into the context, which waits for the context's streams: a first launch behind
+        the gate (whose stream waits for the host) would wait for ever."""
+        self.start(stream)
+        self.stop(stream)
+        stream.sync()
+
+    def start(self, stream) -> None:
+        self._record(stream, 0)
+
+    def stop(self, stream) -> None:
+        self._record(stream, 16)
+
+    def _record(self, stream, offset: int) -> None:
+        from cuda.core import launch
+
+        launch(stream, self._config, self._kernel, ctypes.c_uint64(self._device + offset))
+
+    def mhz(self) -> float:
+        """The clock between the last start and stop; call once the stream has passed both."""
+        start_ns, start_clock, stop_ns, stop_clock = self._words
+        return (stop_clock - start_clock) / max(stop_ns - start_ns, 1) * 1e3
+
+
 def _checked(result):
     err, *rest = result
     if err != driver.CUresult.CUDA_SUCCESS:
@@ -74,10 +155,13 @@ def measure(
     flush: Buffer,
     gate: StreamGate,
     defaults: TimingDefaults,
+    probe: ClockProbe | None = None,
+    default_clock_mhz: float | None = None,
 ) -> Timing:
     """Time `run` (which enqueues work on `stream`); `before_each` resets state, untimed.
 
     `run` must only enqueue: a run that waits on its own stream would wait on the gate forever.
+    With a probe and the device's default clock, throttled samples are discarded and counted.
     """
     started = time.monotonic()
     for _ in range(defaults.warmup_runs):
@@ -86,21 +170,36 @@ def measure(
     stream.sync()
     options = EventOptions(timing_enabled=True)
     samples: list[float] = []
+    clocks: list[float] = []
+    throttled = 0
     while len(samples) < defaults.max_samples:
         before_each()  # may wait on the stream: before the gate closes
         gate.hold(stream)
         try:
             flush.fill(len(samples) & 0xFF, stream=stream)
+            if probe:
+                probe.start(stream)
             begin = stream.record(options=options)
             run()
             end = stream.record(options=options)
+            if probe:
+                probe.stop(stream)
         finally:
             gate.release()
-        end.sync()
+        stream.sync()
+        spent = time.monotonic() - started
+        if probe:
+            clock = probe.mhz()
+            floor = THROTTLE_FRACTION * default_clock_mhz if default_clock_mhz else 0.0
+            if clock < floor and spent <= defaults.budget_s:
+                throttled += 1
+                time.sleep(RECOVERY_S)  # let the GPU cool down before the next sample
+                continue
+            clocks.append(clock)
         samples.append((end - begin) * 1000.0)
         enough = len(samples) >= defaults.min_samples
         if enough and _noise_pct(samples) <= defaults.noise_target_pct:
             break
-        if time.monotonic() - started > defaults.budget_s and len(samples) >= 2:
+        if spent > defaults.budget_s and len(samples) >= 2:
             break
-    return summarize(samples, time.monotonic() - started)
+    return summarize(samples, time.monotonic() - started, clocks, throttled)
