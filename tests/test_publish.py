@@ -298,3 +298,35 @@ def test_the_summary_gives_each_timed_cell_its_clock_and_throttled_samples(tmp_p
     summary = render_summary(load_reports([xml], TARGETS))
     (row,) = [line for line in summary.splitlines() if f"| {SGEMM} |" in line]
     assert "@1400 MHz (3 throttled)" in row
+
+
+H200 = ROOT / "docs" / "reports" / "h200"
+RERUNS = [H200 / "reruns" / run / "junit-sm_90a.xml" for run in ("r1", "r2", "r3")]
+
+
+@pytest.mark.parametrize(("base", "now"), [(0, 1), (0, 2), (1, 2)])
+def test_kept_reruns_of_one_commit_judged_pairwise_give_no_failing_verdict(tmp_path, base, now):
+    """Three H200 runs of one commit: the thresholds hold at the time scales reruns show."""
+    history = History(tmp_path / "history.sqlite")
+    history.record(load_reports([RERUNS[base]], ["sm_90a"]), "rerun-base")
+    current = load_reports([RERUNS[now]], ["sm_90a"])
+    verdicts = history.compare(current, "rerun-base")
+    assert len(verdicts) == sum(1 for c in current.cells if c.median_us is not None) > 100
+    failing = [v for v in verdicts if v.judgement in (Judgement.SLOWER, Judgement.FASTER)]
+    assert failing == []
+
+
+def test_the_kept_planted_slowdown_is_judged_slower_as_a_code_change(tmp_path):
+    """A 5 % heavier scale_bias (tests/fixtures/slowdown) judged against the chapter kernel."""
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    base = H200 / "regression" / "baseline" / "partial-junit-sm_90a.xml"
+    slower = H200 / "regression" / "slower" / "junit-sm_90a.xml"
+    assert _report(base, "--out", out, "--db", db, "--commit", "base1234").returncode == 0
+    args = ("--out", out, "--db", db, "--commit", "slow5678", "--baseline", "base1234")
+    judged = _report(slower, *args, "--max-slowdown", "3.5")
+    assert judged.returncode == 1, judged.stderr
+    assert "0 SAME, 0 FASTER, 1 SLOWER, 0 AMBIGUOUS" in judged.stdout
+    assert (
+        "n67108864_vec4[sm_90a]" in judged.stderr and "% slower than the baseline" in judged.stderr
+    )
+    assert "the binary changed" in judged.stdout
