@@ -94,7 +94,6 @@ def _test_session(target: Target):
             except images.ImageError as error:
                 session.error(str(error))
             mounts = images.Mounts.for_project(ROOT, image)
-            mounts.prepare()
             gpu = images.host_has_gpu()
             session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
             commit = {"MATRIX_COMMIT": current_commit(ROOT) or ""}  # the container has no git
@@ -102,7 +101,8 @@ def _test_session(target: Target):
             command = images.harness_command(
                 image, mounts, harness_args, gpu, MATRIX.container, commit
             )
-            session.run(*command, external=True)
+            with mounts.lent():
+                session.run(*command, external=True)
             return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
         session.run("python", "-m", "harness", "test", target.name, *args)

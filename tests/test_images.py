@@ -121,13 +121,59 @@ def _probe(image, mounts, code):
     )
 
 
+def _mounts(tmp_path: Path) -> images.Mounts:
+    owner = (os.getuid(), os.getgid())
+    return images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache", owner)
+
+
+def test_the_container_runs_as_the_invoker_and_never_as_root():
+    as_user = images.Mounts(ROOT, ROOT / "r", ROOT / "c", (1000, 1000))
+    assert as_user.user == (1000, 1000)
+    flags = images.container_flags(
+        as_user, gpu=False, limits=load_matrix(ROOT / "matrix.yaml").container
+    )
+    assert flags[flags.index("--user") + 1] == "1000:1000"
+    as_root = images.Mounts(ROOT, ROOT / "r", ROOT / "c", (0, 0))
+    assert as_root.user == images.IMAGE_USER != (0, 0)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can hand folders to another user")
+def test_a_root_invoker_lends_the_folders_and_gets_everything_back_never_world_writable(
+    tmp_path,
+):
+    mounts = _mounts(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("root's")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "planted").symlink_to(victim)  # a link is handed over, not its target
+    with mounts.lent():
+        for folder in (mounts.reports, mounts.cache):
+            assert (folder.stat().st_uid, folder.stat().st_gid) == images.IMAGE_USER
+            assert folder.stat().st_mode & 0o002 == 0
+        assert victim.stat().st_uid == 0
+        written = mounts.cache / "sm_90a" / "binary"  # as the container would leave it
+        written.parent.mkdir()
+        written.write_text("x")
+        os.chown(written.parent, *images.IMAGE_USER)
+        os.chown(written, *images.IMAGE_USER)
+    for path in (mounts.reports, mounts.cache, written.parent, written):
+        assert (path.stat().st_uid, path.stat().st_gid) == (0, 0), path
+        assert path.stat().st_mode & 0o002 == 0, path
+
+
 @needs_docker
 def test_the_container_is_not_root_has_no_network_and_cannot_write_sources(built, tmp_path):
     image, _, _ = built
-    mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
-    mounts.prepare()
-    user = _probe(image, mounts, "import os; print(os.getuid())")
-    assert user.returncode == 0 and user.stdout.strip() != "0", user
+    mounts = _mounts(tmp_path)
+    with mounts.lent():
+        _check_the_sandbox(image, mounts)
+    assert mounts.reports.stat().st_uid == os.getuid()
+
+
+def _check_the_sandbox(image, mounts):
+    user = _probe(image, mounts, "import os; print(os.getuid(), os.getgid())")
+    assert user.returncode == 0 and user.stdout.split() == [str(i) for i in mounts.user], user
+    assert mounts.user[0] != 0
     interfaces = _probe(image, mounts, "import os; print(sorted(os.listdir('/sys/class/net')))")
     assert interfaces.stdout.strip() == "['lo']", interfaces  # loopback only: no network
     network = _probe(
@@ -151,14 +197,16 @@ def test_compiling_in_the_image_gives_the_host_s_compile_cells(
     matrix, toolchain, built, compile_cache, tmp_path
 ):
     image, _, _ = built
-    mounts = images.Mounts(ROOT, tmp_path / "reports", tmp_path / "cache")
-    mounts.prepare()
+    mounts = _mounts(tmp_path)
     command = images.harness_command(
         image, mounts, ["compile", "sm_90a"], gpu=False, limits=matrix.container
     )
-    inside = subprocess.run(command, capture_output=True, text=True)
+    with mounts.lent():
+        inside = subprocess.run(command, capture_output=True, text=True)
     assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
     in_container = read_report(mounts.reports / "compile-sm_90a.xml")
+    written = mounts.reports / "compile-sm_90a.xml"
+    assert (written.stat().st_uid, written.stat().st_gid) == mounts.owner  # the invoker's
     options = RunOptions(
         matrix.targets["sm_90a"],
         (ROOT / "kernels",),

@@ -7,12 +7,13 @@ toolkit wheels and base image), so an unchanged image is found by its tag and ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,23 +114,58 @@ def build(image: Image, root: Path) -> bool:
     return True
 
 
+# The Dockerfile's unprivileged user: who runs the kernels when the invoker is root.
+IMAGE_USER = (10001, 10001)
+
+
 @dataclass(frozen=True)
 class Mounts:
-    """Where a container's read-only sources and writable reports and cache live on the host."""
+    """Where a container's read-only sources and writable reports and cache live on the host, and
+    who the container runs as.
+
+    The container runs as the invoking user (`owner`), so what it writes is theirs and no folder
+    needs opening to others. Root is never lent to a kernel: for a root invoker the container
+    runs as the image's user, the writable folders are handed to it for the run and handed back
+    after (`lent`), and nothing is ever made world-writable.
+    """
 
     source: Path
     reports: Path
     cache: Path
+    owner: tuple[int, int]  # the invoker's uid and gid
 
     @classmethod
     def for_project(cls, root: Path, image: Image) -> Mounts:
-        return cls(root, root / "reports", root / ".cache" / f"container-{image.target.name}")
+        cache = root / ".cache" / f"container-{image.target.name}"
+        return cls(root, root / "reports", cache, (os.getuid(), os.getgid()))
 
-    def prepare(self) -> None:
-        """The image's user is not root: make the writable mounts writable for it."""
+    @property
+    def user(self) -> tuple[int, int]:
+        """Who the container runs as: the invoker, or the image's user in place of root."""
+        return IMAGE_USER if self.owner[0] == 0 else self.owner
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[None]:
+        """The writable folders, made and owned by the container's user while it runs."""
         for folder in (self.reports, self.cache):
             folder.mkdir(parents=True, exist_ok=True)
-            folder.chmod(0o777)
+        if self.user == self.owner:
+            yield
+            return
+        _chown_tree((self.reports, self.cache), self.user)
+        try:
+            yield
+        finally:
+            _chown_tree((self.reports, self.cache), self.owner)
+
+
+def _chown_tree(folders: tuple[Path, ...], owner: tuple[int, int]) -> None:
+    """Every entry under `folders` (links themselves, never what they point to) to `owner`."""
+    for folder in folders:
+        os.chown(folder, *owner, follow_symlinks=False)
+        for parent, names, files in os.walk(folder):
+            for name in names + files:
+                os.chown(os.path.join(parent, name), *owner, follow_symlinks=False)
 
 
 def container_flags(mounts: Mounts, gpu: bool, limits: ContainerLimits) -> list[str]:
@@ -146,6 +182,8 @@ def container_flags(mounts: Mounts, gpu: bool, limits: ContainerLimits) -> list[
         "ALL",
         "--security-opt",
         "no-new-privileges",
+        "--user",
+        "{}:{}".format(*mounts.user),
         "--read-only",
         "--tmpfs",
         "/tmp:rw,exec,size=8g",  # nvcc writes its intermediate files there
