@@ -19,7 +19,7 @@ from harness.commands.stage import NothingToRun, RunResult
 from harness.commands.test import RunOptions, run_target
 from harness.provenance import current_commit
 from harness.result import Outcome
-from harness.run.device import NoDevice, probe
+from harness.run.device import NoDevice, probe, probe_all
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,14 +85,13 @@ def main(argv: list[str] | None = None) -> int:
         toolchain = error
         print(f"error: {error}", file=sys.stderr)
     execute = args.command != "compile"
-    device = probe(matrix) if execute else NoDevice("compile only")
-    if execute:
-        if isinstance(device, NoDevice):
-            print(f"device: none ({device.reason}); run cells are skipped no-device")
-        else:
-            print(f"device: {device.name}, CC {device.cc}, driver {device.driver}")
     if args.command == "sanitize":
+        device = probe(matrix)
+        _print_device(device)
         return _sanitize(args, matrix, targets[0], toolchain, device)
+    devices = probe_all(matrix) if execute else NoDevice("compile only")
+    if execute:
+        _print_device(devices)
 
     commit = current_commit(ROOT)
     ok = True
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             commit=commit,
         )
         try:
-            result = run_target(matrix, options, toolchain, device)
+            result = run_target(matrix, options, toolchain, devices)
         except NothingToRun as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -186,6 +185,14 @@ def _report(args) -> int:
     return 1 if published.failures else 0
 
 
+def _print_device(found) -> None:
+    if isinstance(found, NoDevice):
+        print(f"device: none ({found.reason}); run cells are skipped no-device")
+        return
+    for device in found if isinstance(found, list) else [found]:
+        print(f"device {device.ordinal}: {device.name}, CC {device.cc}, driver {device.driver}")
+
+
 def _print_summary(result: RunResult) -> None:
     if result.compiled == 0 and result.cached:
         print(f"compile: nothing to do, {result.cached} binaries cached")
@@ -212,6 +219,19 @@ def _print_summary(result: RunResult) -> None:
     summary = ", ".join(f"{counts.get(o.value, 0)} {o.value}" for o in Outcome)
     detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     print(f"{result.files.xml.name}: {summary}" + (f" ({detail})" if detail else ""))
+    if result.report.wall_s is not None:
+        print(_time_split(result))
+
+
+def _time_split(result: RunResult) -> str:
+    """Where the run's wall time went: the cells' stages summed, beside the whole."""
+    stages = [cell.stages for cell in result.cells if cell.stages]
+    split = ", ".join(
+        f"{name} {sum(getattr(s, f'{name}_s') for s in stages):.1f} s"
+        for name in ("setup", "reference", "verify", "timing")
+    )
+    compile_s = sum(cell.seconds for cell in result.cells if cell.case == "compile")
+    return f"time: wall {result.report.wall_s:.1f} s; compile {compile_s:.1f} s; {split}"
 
 
 if __name__ == "__main__":

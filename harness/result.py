@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = "2.2"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
+SCHEMA_VERSION = "2.3"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
 
 
 class Outcome(enum.Enum):
@@ -63,6 +63,16 @@ class Timing:
     @property
     def samples(self) -> int:
         return len(self.samples_us)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Where a run cell's seconds went, by stage of the case."""
+
+    setup_s: float = 0.0  # the spec's setup (inputs) and their upload
+    reference_s: float = 0.0  # the spec's reference
+    verify_s: float = 0.0  # the checked launch, downloads, comparisons, the check after timing
+    timing_s: float = 0.0  # sampling, the vendor's included
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,8 @@ class Cell:
     binary: str | None = None  # how the device ran the binary: "sass" or "ptx-jit"
     seed: int | None = None  # of the case's inputs
     worker_start_s: float | None = None  # a fresh worker's start, paid by this cell
+    gpu: int | None = None  # the CUDA ordinal of the GPU that ran it, as this run numbered them
+    stages: Stages | None = None
     compile: CompileFacts | None = None
     timing: Timing | None = None
     throughput: Throughput | None = None
@@ -189,6 +201,8 @@ class Cell:
             "binary": self.binary,
             "seed": self.seed,
             "worker_start_s": self.worker_start_s,
+            "gpu": self.gpu,
+            "stages": _plain(self.stages),
             "compile": _compile_json(self.compile),
             "timing": _plain(self.timing),
             "throughput": _plain(self.throughput),
@@ -215,6 +229,8 @@ class Cell:
             binary=record.get("binary"),
             seed=record.get("seed"),
             worker_start_s=record.get("worker_start_s"),
+            gpu=record.get("gpu"),
+            stages=Stages(**record["stages"]) if record.get("stages") else None,
             compile=_compile_from(record.get("compile")),
             timing=Timing(**{**timing, "samples_us": tuple(timing["samples_us"])})
             if timing
@@ -250,6 +266,7 @@ class Report:
     nvcc: str | None = None
     compute_sanitizer: str | None = None  # sanitize runs: the tool that ran
     finished: bool = False  # False while the run goes on, and for ever if it was killed
+    wall_s: float | None = None  # the whole run, start to finish; None while unfinished
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,6 +279,7 @@ class Report:
             "nvcc": self.nvcc,
             "compute_sanitizer": self.compute_sanitizer,
             "finished": self.finished,
+            "wall_s": self.wall_s,
             "cells": [cell.to_json() for cell in self.cells],
         }
 
@@ -293,6 +311,7 @@ class Report:
                 nvcc=data.get("nvcc"),
                 compute_sanitizer=data.get("compute_sanitizer"),
                 finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
+                wall_s=data.get("wall_s"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReportError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import zlib
 
 from harness.run.pool import Reply
 
@@ -33,3 +34,33 @@ def serve(state, job):
     if action == "raise":
         raise ValueError(f"bad job {value}")
     return Reply((state["tag"], value, state["pid"]), replace_me=action == "poisoned")
+
+
+# Fake GPU workers for run_target: a CaseJob in, a passed Cell out, after a short sleep. Each
+# case "takes" a duration of its own (from its name), which its cell records as its seconds.
+# With FAKE_GPU_CRASH=<ordinal>:<marker file>, the worker of that GPU dies on its third case,
+# once: the marker says it did.
+
+
+def fake_gpu(setup):
+    return {"ordinal": setup.device.ordinal, "served": 0}
+
+
+def fake_seconds(classname: str, case: str) -> float:
+    return 0.01 + zlib.crc32(f"{classname}/{case}".encode()) % 1000 / 1000 * 0.4
+
+
+def serve_case(state, job):
+    from harness.result import Cell, Outcome
+
+    state["served"] += 1
+    ordinal, _, marker = os.environ.get("FAKE_GPU_CRASH", "").partition(":")
+    if ordinal == str(state["ordinal"]) and state["served"] == 3 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    chapter, kernel = job.spec_file.parent.parent.name, job.spec_file.parent.name
+    seconds = fake_seconds(f"{chapter}.{kernel}", job.case_name)
+    time.sleep(seconds / 40)
+    cell = Cell(chapter, kernel, job.case_name, job.target.name, job.provenance, Outcome.PASSED)
+    cell.seconds = seconds
+    return Reply(cell)

@@ -101,3 +101,43 @@ def test_an_element_left_at_the_second_poison_never_matches_an_expected_nan():
         assert np.isfinite(unwritten.astype(np.float64)).all(), dtype
         message = compare("y", unwritten, np.full(4, np.nan, dtype=dtype), None)
         assert message and message.startswith("y: 4 of 4 elements differ"), dtype
+
+
+def test_the_pieces_spread_over_cores_count_every_mismatch_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.run.verify import PIECE_ELEMENTS
+
+    want = np.random.default_rng(0).standard_normal(3 * PIECE_ELEMENTS + 17).astype(np.float32)
+    got = want.copy()
+    wrong = [0, PIECE_ELEMENTS - 1, PIECE_ELEMENTS, 2 * PIECE_ELEMENTS + 5, got.size - 1]
+    got[wrong] += 1.0
+    with ThreadPoolExecutor(4) as cores:
+        spread = compare("y", got.reshape(-1, 1), want.reshape(-1, 1), None, cores)
+        assert unchanged("x", want, want.copy(), cores) is None
+        changed = want.copy()
+        changed[-1] = -changed[-1]  # in the last, partial piece
+        assert "1 of" in unchanged("x", want, changed, cores)
+    assert f"y: {len(wrong)} of {got.size} elements differ" in spread
+    assert spread == compare("y", got.reshape(-1, 1), want.reshape(-1, 1), None)  # one core
+
+
+@pytest.mark.parametrize("dtype", [np.float16, bfloat16, np.float32, np.float64])
+def test_infinities_and_nans_match_only_their_own_kind(dtype):
+    inf, nan = np.inf, np.nan
+    want = np.array([inf, -inf, nan, 1.0, inf, nan, 2.0], np.float32).astype(dtype)
+    got = np.array([inf, -inf, nan, 1.0, -inf, 3.0, nan], np.float32).astype(dtype)
+    message = compare("y", got, want, None)
+    assert "3 of 7 elements differ" in message, message  # -inf for inf, 3 for NaN, NaN for 2
+    assert "first at (4,)" in message
+
+
+def test_low_precision_floats_are_judged_as_in_float64():
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal(10_000).astype(np.float32).astype(bfloat16)
+    off = rng.choice([0.0, 0.005, 0.05], size=want.size).astype(np.float32)  # in, in, out of 1e-2
+    got = (want.astype(np.float32) * (1 + off)).astype(bfloat16)
+    wide = got.astype(np.float64), want.astype(np.float64)
+    expected = np.count_nonzero(~(np.abs(wide[0] - wide[1]) <= 1e-2 + 1e-2 * np.abs(wide[1])))
+    assert expected > 1000
+    assert f"y: {expected} of 10000 elements differ" in compare("y", got, want, None)

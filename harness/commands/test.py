@@ -1,17 +1,25 @@
 """One target of the matrix, end to end: discover, compile, run, verify, time, report.
 
 Every (kernel, case) gets exactly one cell. The report is rewritten after the compile stage and
-after each case, so whatever was measured is on disk before the next case starts.
+after each case, so whatever was measured is on disk before the next case starts. With several
+GPUs visible, each has its own worker and its own shard of the cases (balanced by expected time);
+a fault on one GPU fails only its case and restarts only that GPU's worker.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.build.kernels import Kernel
 from harness.build.matrix import Matrix, Target
 from harness.build.toolchain import Toolchain, ToolchainError
+from harness.commands.progress import Progress
 from harness.commands.stage import (
     RunCell,
     RunResult,
@@ -25,11 +33,13 @@ from harness.commands.stage import (
 )
 from harness.provenance import runner_name
 from harness.report import junit
-from harness.result import Cell, Outcome
+from harness.result import Cell, Outcome, Provenance, Report, ReportError
 from harness.run import worker
 from harness.run.device import DeviceInfo, NoDevice
-from harness.run.pool import Fault, WorkerPool
+from harness.run.pool import Fault, Serve, WorkerPool
+from harness.run.schedule import expected_seconds, shard
 from harness.run.worker import CaseJob, WorkerSetup
+from harness.spec import Case
 
 
 @dataclass(frozen=True)
@@ -44,20 +54,44 @@ class RunOptions:
     commit: str | None = None  # the project's commit the run is of
 
 
+@dataclass(frozen=True)
+class Workers:
+    """How a GPU worker process is started and served: worker.start and worker.serve, or fakes."""
+
+    start: Callable[[WorkerSetup], object] = worker.start
+    serve: Serve = worker.serve
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A run cell that goes to a GPU."""
+
+    kernel: Kernel
+    case: Case
+    binary: Path
+    expected_s: float
+
+
 def run_target(
     matrix: Matrix,
     options: RunOptions,
     toolchain: Toolchain | ToolchainError,
-    device: DeviceInfo | NoDevice,
+    device: DeviceInfo | NoDevice | Sequence[DeviceInfo],
+    workers: Workers = Workers(),
 ) -> RunResult:
+    """`device`: the GPU, every GPU to spread the cases over, or why there is none."""
+    started = time.monotonic()
+    devices = [device] if isinstance(device, DeviceInfo | NoDevice) else list(device)
+    first = devices[0]
     target = options.target
     # Before any report is written: a run that selects nothing writes none.
     kernels = find_kernels(options.kernels_roots, options.select, matrix.timing.case_timeout_s)
     runner = runner_name(options.runner)
     kind = "junit" if options.execute else "compile"
     files = junit.report_files(options.reports_dir, report_stem(kind, target, options.select))
-    where = provenance(runner, options.commit, toolchain, device)
-    report = new_report(f"cuda-matrix.{target.name}.{runner}", target, where, toolchain, device)
+    last_seconds = _seconds_of_last_run(files.json)
+    where = provenance(runner, options.commit, toolchain, first)
+    report = new_report(f"cuda-matrix.{target.name}.{runner}", target, where, toolchain, first)
     junit.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
     stage = compile_stage(
         target=target,
@@ -70,37 +104,142 @@ def run_target(
     report.cells.extend(stage.cells)
     junit.write(files, report)
     if options.execute:
-        with WorkerPool(worker.start, worker.serve, WorkerSetup(device, matrix.timing)) as pool:
-            for kernel in stage.kernels:
-                build = stage.builds.get(kernel.classname)
-                not_run = why_not_run(target, device, build)
-                for case in kernel.spec.cases:
-                    if not_run:
-                        cell = not_run_cell(kernel, RunCell(case.name), target, where, not_run)
-                    else:
-                        job = CaseJob(
-                            kernel.folder / "spec.py", case.name, target, build.binary, where
-                        )
-                        started = time.monotonic()
-                        result = pool.run(job, matrix.timing.case_timeout_s)
-                        if isinstance(result, Fault):  # the worker died on this case
-                            cell = Cell(
-                                kernel.chapter,
-                                kernel.name,
-                                case.name,
-                                target.name,
-                                where,
-                                Outcome.FAILED,
-                                message=result.message,
-                            )
-                        else:
-                            cell = result
-                        # a faulted case costs what the parent waited, worker start included
-                        cell.seconds = cell.seconds or time.monotonic() - started
-                        if pool.start_s:  # the first case, or the one after a fault
-                            cell.worker_start_s = pool.start_s
-                    report.cells.append(cell)
-                    junit.write(files, report)
+        order = {
+            (kernel.classname, case.name): index
+            for index, (kernel, case) in enumerate(
+                (k, c) for k in stage.kernels for c in k.spec.cases
+            )
+        }
+        jobs = []
+        for kernel in stage.kernels:
+            build = stage.builds.get(kernel.classname)
+            not_run = why_not_run(target, first, build)
+            for case in kernel.spec.cases:
+                if not_run:
+                    report.cells.append(
+                        not_run_cell(kernel, RunCell(case.name), target, where, not_run)
+                    )
+                else:
+                    key = (kernel.classname, case.name)
+                    expected = expected_seconds(key, last_seconds, _work_of(kernel, case))
+                    jobs.append(_Job(kernel, case, build.binary, expected))
+        junit.write(files, report)
+        if jobs:
+            _run_jobs(jobs, devices, matrix, target, where, workers, report, files)
+        compiled = len(stage.cells)
+        run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
+        report.cells[compiled:] = run_cells
     report.finished = True
+    report.wall_s = round(time.monotonic() - started, 3)
     junit.write(files, report)
     return RunResult(report, files, stage.fresh, stage.cached)
+
+
+def _run_jobs(
+    jobs: list[_Job],
+    devices: list[DeviceInfo],
+    matrix: Matrix,
+    target: Target,
+    where: Provenance,
+    workers: Workers,
+    report: Report,
+    files: junit.ReportFiles,
+) -> None:
+    """Every job on one of `devices`, each device working through its shard in its own worker;
+    each cell goes into the report (rewritten on disk) the moment it is done."""
+    shards = shard(jobs, lambda job: job.expected_s, len(devices))
+    progress = Progress(len(jobs), max(sum(j.expected_s for j in s) for s in shards))
+    host_threads = max(1, (os.cpu_count() or 1) // len(devices))
+    done = threading.Lock()
+
+    def finished(cell: Cell) -> None:
+        with done:
+            report.cells.append(cell)
+            junit.write(files, report)
+            progress.finished(cell)
+
+    def drive(device: DeviceInfo, queue: list[_Job]) -> None:
+        setup = WorkerSetup(device, matrix.timing, host_threads)
+        with WorkerPool(workers.start, workers.serve, setup) as pool:
+            for index, job in enumerate(queue):
+                after = queue[index + 1] if index + 1 < len(queue) else None
+                upcoming = _case_job(after, target, where) if after else None
+                case_job = _case_job(job, target, where, upcoming)
+                timeout_s = matrix.timing.case_timeout_s
+                finished(_run_one(pool, job, case_job, device, timeout_s))
+
+    failures: list[BaseException] = []
+
+    def guarded(device: DeviceInfo, queue: list[_Job]) -> None:
+        try:
+            drive(device, queue)
+        except BaseException as error:  # a harness bug: raised again in the caller's thread
+            failures.append(error)
+
+    try:
+        if len(devices) == 1:
+            drive(devices[0], shards[0])
+        else:
+            threads = [
+                threading.Thread(target=guarded, args=(d, q), daemon=True)
+                for d, q in zip(devices, shards, strict=True)
+                if q
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        progress.close()
+    if failures:
+        raise failures[0]
+
+
+def _run_one(
+    pool: WorkerPool, job: _Job, case_job: CaseJob, device: DeviceInfo, timeout_s: float
+) -> Cell:
+    started = time.monotonic()
+    result = pool.run(case_job, timeout_s)
+    if isinstance(result, Fault):  # the worker died on this case
+        kernel = job.kernel
+        cell = Cell(
+            kernel.chapter,
+            kernel.name,
+            job.case.name,
+            case_job.target.name,
+            case_job.provenance,
+            Outcome.FAILED,
+            message=result.message,
+        )
+    else:
+        cell = result
+    # a faulted case costs what the parent waited, worker start included
+    cell.seconds = cell.seconds or time.monotonic() - started
+    if pool.start_s:  # the first case, or the one after a fault
+        cell.worker_start_s = pool.start_s
+    cell.gpu = device.ordinal
+    return cell
+
+
+def _case_job(
+    job: _Job, target: Target, where: Provenance, upcoming: CaseJob | None = None
+) -> CaseJob:
+    return CaseJob(
+        job.kernel.folder / "spec.py", job.case.name, target, job.binary, where, upcoming
+    )
+
+
+def _seconds_of_last_run(json_file: Path) -> dict[tuple[str, str], float]:
+    """What each run cell took in the report this run replaces; empty when there is none."""
+    try:
+        last = Report.from_json(json.loads(json_file.read_text()), json_file)
+    except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
+        return {}
+    return {(c.classname, c.case): c.seconds for c in last.cells if c.tool is None}
+
+
+def _work_of(kernel: Kernel, case: Case):
+    try:
+        return kernel.spec.work(case)
+    except Exception:  # an estimate only: the case's own run reports what its spec raises
+        return None

@@ -173,6 +173,11 @@ def properties_of(cell: Cell) -> dict[str, str]:
                 shown[key] = f"{value:.{digits}f}"
     if cell.worker_start_s is not None:
         shown["worker_start_s"] = f"{cell.worker_start_s:.2f}"
+    if cell.gpu is not None:
+        shown["gpu"] = str(cell.gpu)
+    if stages := cell.stages:
+        for stage in ("setup", "reference", "verify", "timing"):
+            shown[f"{stage}_s"] = f"{getattr(stages, f'{stage}_s'):.3f}"
     if cell.tool:
         shown["tool"] = cell.tool
     if found := cell.sanitizer:

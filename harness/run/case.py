@@ -7,10 +7,14 @@ report. A spec that raises is an `error` cell; a kernel that faults or computes 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
 import traceback
 import zlib
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +23,7 @@ from cuda.core import Device
 
 from harness.build.kernels import Kernel
 from harness.build.matrix import Target, TimingDefaults
-from harness.result import Cell, Outcome, Provenance, SkipReason, Timing
+from harness.result import Cell, Outcome, Provenance, SkipReason, Stages, Timing
 from harness.run.device import DeviceInfo
 from harness.run.launch import (
     POISON_BYTE,
@@ -32,7 +36,7 @@ from harness.run.throughput import beyond_peak, throughput
 from harness.run.timing import ClockProbe, StreamGate, measure
 from harness.run.vendor import measure_vendor
 from harness.run.verify import SpecError, check_reference_fits, compare, unchanged
-from harness.spec import Case, DeviceLimits, DeviceUnsupported, StreamRef
+from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef
 
 
 def seed_of(kernel: Kernel, case: Case) -> int:
@@ -61,6 +65,28 @@ class _SpecFailure(Exception):
         self.step, self.error = step, error
 
 
+@dataclass(frozen=True)
+class Upcoming:
+    """The case a worker runs next, whose host work may start while this one is on the GPU."""
+
+    kernel: Kernel
+    case: Case
+    target: Target
+    binary: Path
+
+
+@dataclass(frozen=True)
+class _HostWork:
+    """A case's host side, made on the host's cores (ahead of the GPU when the worker knows what
+    comes next): its problem from setup() and its reference, or the step where the spec broke."""
+
+    problem: Problem | None
+    expected: Mapping[str, np.ndarray] | None
+    failure: _SpecFailure | None
+    setup_s: float
+    reference_s: float
+
+
 def _spec_step(step: str, call, *args):
     try:
         return call(*args)
@@ -69,7 +95,16 @@ def _spec_step(step: str, call, *args):
 
 
 class GpuRuntime:
-    def __init__(self, info: DeviceInfo, timing: TimingDefaults):
+    """One GPU's context, stream and timer, and the host threads that feed it.
+
+    The GPU runs one case at a time. Host work overlaps it: the next case's setup and reference
+    run on a thread of their own while this case is on the GPU, and comparisons spread over
+    `host_threads` cores. Nothing touches the GPU while a case is timed: the CUDA calls host
+    work makes (loading a module, and the occupancy query of setup()'s DeviceLimits) wait for
+    the timing to end.
+    """
+
+    def __init__(self, info: DeviceInfo, timing: TimingDefaults, host_threads: int | None = None):
         self.info = info
         self.timing = timing
         self.device = Device(info.ordinal)
@@ -80,12 +115,20 @@ class GpuRuntime:
         self.gate = StreamGate()
         self.clock = ClockProbe(info.sm_count)
         self.clock.warm(self.stream)
+        self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
+        # cuda.core's Device objects are per thread: the helper thread makes the context current
+        # through its own.
+        ordinal = info.ordinal
+        self._ahead = ThreadPoolExecutor(1, initializer=lambda: Device(ordinal).set_current())
+        self._prepared: tuple[tuple, Future] | None = None  # (the case's key, its host work)
+        self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
     def module(self, binary: Path, target: Target) -> Module:
-        if binary not in self._modules:
-            self._modules[binary] = Module(binary, target, self.info)
-        return self._modules[binary]
+        with self._quiet:
+            if binary not in self._modules:
+                self._modules[binary] = Module(binary, target, self.info)
+            return self._modules[binary]
 
     def run_case(
         self,
@@ -95,10 +138,12 @@ class GpuRuntime:
         binary: Path,
         provenance: Provenance,
         timed: bool = True,
+        upcoming: Upcoming | None = None,
     ) -> tuple[Cell, bool]:
         """The case's cell, and whether this process's CUDA context is still fit for more.
 
         Untimed, the case runs once (set up, launch, verify): what a sanitizer needs to watch.
+        `upcoming`'s host work starts now, so that it is ready when its turn comes.
         """
         cell = Cell(kernel.chapter, kernel.name, case.name, target.name, provenance, Outcome.PASSED)
         try:
@@ -108,25 +153,65 @@ class GpuRuntime:
             cell.outcome = Outcome.FAILED
             cell.message, cell.detail = f"loading {binary.name} failed: {message}", detail
             return cell, False
-        return self._run_case(kernel, case, module, cell, timed)
+        prepared = self._take_prepared((kernel.classname, case.name, binary))
+        if upcoming is not None:
+            self._prepare_ahead(upcoming)
+        host = prepared.result() if prepared else self._host_work(kernel, case, module)
+        return self._run_case(kernel, case, module, cell, timed, host)
 
-    def _run_case(self, kernel, case: Case, module: Module, cell: Cell, timed: bool):
+    def _take_prepared(self, key: tuple) -> Future | None:
+        prepared, self._prepared = self._prepared, None
+        return prepared[1] if prepared and prepared[0] == key else None
+
+    def _prepare_ahead(self, upcoming: Upcoming) -> None:
+        def work() -> _HostWork:
+            try:
+                module = self.module(upcoming.binary, upcoming.target)
+            except Exception as error:  # its own run_case reports it when it loads it again
+                return _HostWork(None, None, _SpecFailure("setup", error), 0.0, 0.0)
+            return self._host_work(upcoming.kernel, upcoming.case, module)
+
+        key = (upcoming.kernel.classname, upcoming.case.name, upcoming.binary)
+        self._prepared = (key, self._ahead.submit(work))
+
+    def _host_work(self, kernel: Kernel, case: Case, module: Module) -> _HostWork:
+        started = time.monotonic()
+        rng = np.random.default_rng(seed_of(kernel, case))
+        try:
+            problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
+        except _SpecFailure as failure:
+            return _HostWork(None, None, failure, time.monotonic() - started, 0.0)
+        made = time.monotonic()
+        seen = problem.case_seen_by(case)
+        try:
+            expected = _spec_step("reference", kernel.spec.reference, seen, problem.inputs)
+        except _SpecFailure as failure:
+            return _HostWork(problem, None, failure, made - started, time.monotonic() - made)
+        return _HostWork(problem, expected, None, made - started, time.monotonic() - made)
+
+    def _run_case(
+        self, kernel, case: Case, module: Module, cell: Cell, timed: bool, host: _HostWork
+    ):
         started = time.monotonic()
         healthy = True
         cell.seed = seed_of(kernel, case)
         workspace = None
+        spent = _Spent()
         try:
-            workspace, verified = self._check(kernel, case, module, cell)
+            workspace, verified = self._check(kernel, case, module, cell, host, spent)
             if timed and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
                 work = _spec_step("work", kernel.spec.work, seen)
-                timing = self.measure(workspace.run, workspace.reset_scratch)
+                with spent.on("timing"):
+                    timing = self.measure(workspace.run, workspace.reset_scratch)
                 cell.timing = timing
                 cell.throughput = throughput(work, timing.median_us, self.info)
                 # Timing runs other launches than the verified one: check them again, and check
                 # that what they timed is physically possible.
                 launches = 1 + self.timing.warmup_runs + timing.samples
-                if wrong := self._verify_again(workspace, verified, case):
+                with spent.on("verify"):
+                    wrong = self._verify_again(workspace, verified, case)
+                if wrong:
                     cell.outcome = Outcome.FAILED
                     cell.message = (
                         f"the output was right on the first launch and wrong after {launches} "
@@ -137,22 +222,24 @@ class GpuRuntime:
                     cell.outcome, cell.message = Outcome.FAILED, impossible
                 elif kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
-                    cell.vendor = _spec_step(
-                        "vendor",
-                        measure_vendor,
-                        kernel.spec.vendor,
-                        seen,
-                        workspace.problem.inputs,
-                        stream,
-                        lambda run: self.measure(run, lambda: None),
-                        timing,
-                        work,
-                    )
+                    with spent.on("timing"):
+                        cell.vendor = _spec_step(
+                            "vendor",
+                            measure_vendor,
+                            kernel.spec.vendor,
+                            seen,
+                            workspace.problem.inputs,
+                            stream,
+                            lambda run: self.measure(run, lambda: None),
+                            timing,
+                            work,
+                        )
         except _SpecFailure as failure:
             if isinstance(failure.error, DeviceUnsupported):
                 cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
                 cell.message = f"{SkipReason.DEVICE_UNSUPPORTED.value}: {failure.error}"
                 cell.seconds = time.monotonic() - started
+                cell.stages = spent.stages(host)
                 return cell, healthy
             message, detail = describe_exception(failure.error)
             cell.outcome = Outcome.ERROR
@@ -176,12 +263,17 @@ class GpuRuntime:
                     if cell.outcome is Outcome.PASSED:
                         cell.outcome, cell.message = Outcome.FAILED, describe_exception(error)[0]
         cell.seconds = time.monotonic() - started
+        cell.stages = spent.stages(host)
         return cell, healthy
 
     def prepare(self, kernel: Kernel, case: Case, module: Module) -> Workspace:
         """The case's problem set up on the device from its seeded inputs, not yet run."""
-        rng = np.random.default_rng(seed_of(kernel, case))
-        problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
+        host = self._host_work(kernel, case, module)
+        if host.problem is None:
+            raise host.failure
+        return self._upload(module, host.problem)
+
+    def _upload(self, module: Module, problem: Problem) -> Workspace:
         try:
             return Workspace(self.device, self.stream, module, problem)
         except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
@@ -189,21 +281,23 @@ class GpuRuntime:
 
     def measure(self, run, before_each) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded."""
-        return measure(
-            run,
-            before_each,
-            self.stream,
-            self.flush,
-            self.gate,
-            self.timing,
-            self.clock,
-            self.info.default_sm_clock_mhz,
-        )
+        with self._quiet:
+            return measure(
+                run,
+                before_each,
+                self.stream,
+                self.flush,
+                self.gate,
+                self.timing,
+                self.clock,
+                self.info.default_sm_clock_mhz,
+            )
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
-            occupancy = module.kernel(entry).kernel.occupancy
-            return occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes)
+            with self._quiet:
+                occupancy = module.kernel(entry).kernel.occupancy
+                return occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes)
 
         return DeviceLimits(
             cc=(self.info.cc.major, self.info.cc.minor),
@@ -228,35 +322,68 @@ class GpuRuntime:
         again = workspace.outputs()
         problems = []
         for name, first in verified.outputs.items():
-            if np.array_equal(again[name].view(np.uint8), first.view(np.uint8)):
+            if unchanged(name, first, again[name], self.cores) is None:
                 continue
-            if msg := compare(name, again[name], verified.expected[name], case.tolerance):
+            if msg := compare(
+                name, again[name], verified.expected[name], case.tolerance, self.cores
+            ):
                 problems.append(msg)
         return "; ".join(problems)
 
-    def _check(self, kernel: Kernel, case: Case, module: Module, cell: Cell):
+    def _check(
+        self, kernel: Kernel, case: Case, module: Module, cell: Cell, host: _HostWork, spent
+    ):
         """Run once and verify; sets the cell failed with the reasons. Returns the workspace,
         and the outputs with the reference they were checked against."""
-        workspace = self.prepare(kernel, case, module)
+        if host.problem is None:
+            raise host.failure
+        with spent.on("upload"):
+            workspace = self._upload(module, host.problem)
         problem = workspace.problem
         entry = problem.launches[0].entry
         cell.binary = module.kernel(entry).path
-        workspace.reset_scratch()
-        workspace.run()
-        self.stream.sync()
-        actual = workspace.outputs()
-        after = workspace.inputs_after()
-        problems = [
-            msg
-            for name, before in problem.inputs.items()
-            if (msg := unchanged(name, before, after[name]))
-        ]
-        seen = problem.case_seen_by(case)
-        expected = _spec_step("reference", kernel.spec.reference, seen, problem.inputs)
-        check_reference_fits(problem.outputs, expected)
-        for name in problem.outputs:
-            if msg := compare(name, actual[name], expected[name], case.tolerance):
-                problems.append(msg)
+        with spent.on("verify"):
+            workspace.reset_scratch()
+            workspace.run()
+            self.stream.sync()
+            actual = workspace.outputs()
+            after = workspace.inputs_after()
+            problems = [
+                msg
+                for name, before in problem.inputs.items()
+                if (msg := unchanged(name, before, after[name], self.cores))
+            ]
+        if host.failure is not None:  # the reference raised
+            raise host.failure
+        check_reference_fits(problem.outputs, host.expected)
+        with spent.on("verify"):
+            for name in problem.outputs:
+                got, want = actual[name], host.expected[name]
+                if msg := compare(name, got, want, case.tolerance, self.cores):
+                    problems.append(msg)
         if problems:
             cell.outcome, cell.message = Outcome.FAILED, "; ".join(problems)
-        return workspace, _Verified(actual, expected)
+        return workspace, _Verified(actual, host.expected)
+
+
+class _Spent:
+    """Seconds by stage of one case, for its cell's Stages."""
+
+    def __init__(self):
+        self.seconds = {"upload": 0.0, "verify": 0.0, "timing": 0.0}
+
+    @contextlib.contextmanager
+    def on(self, stage: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.monotonic() - started
+
+    def stages(self, host: _HostWork) -> Stages:
+        return Stages(
+            setup_s=round(host.setup_s + self.seconds["upload"], 6),
+            reference_s=round(host.reference_s, 6),
+            verify_s=round(self.seconds["verify"], 6),
+            timing_s=round(self.seconds["timing"], 6),
+        )

@@ -52,6 +52,20 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
     )
 
 
+def probe_all(matrix: Matrix) -> list[DeviceInfo] | NoDevice:
+    """Every GPU this process sees (CUDA_VISIBLE_DEVICES decides which), in CUDA's order."""
+    first = probe(matrix, 0)
+    if isinstance(first, NoDevice):
+        return first
+    from cuda.bindings import driver
+
+    error, count = driver.cuDeviceGetCount()
+    if error != driver.CUresult.CUDA_SUCCESS:
+        return [first]
+    others = [probe(matrix, ordinal) for ordinal in range(1, count)]
+    return [first, *(d for d in others if isinstance(d, DeviceInfo))]
+
+
 def _kernel_driver_version() -> str | None:
     try:
         from cuda.core import system

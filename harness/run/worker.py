@@ -20,6 +20,7 @@ from harness.run.pool import Reply
 class WorkerSetup:
     device: DeviceInfo
     timing: TimingDefaults
+    host_threads: int | None = None  # cores for this worker's host work; None: all of them
 
 
 @dataclass(frozen=True)
@@ -29,24 +30,41 @@ class CaseJob:
     target: Target
     binary: Path
     provenance: Provenance
+    upcoming: CaseJob | None = None  # the job that follows: its host work starts early
 
 
 class _Worker:
     def __init__(self, setup: WorkerSetup):
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
 
-        self.runtime = GpuRuntime(setup.device, setup.timing)
+        self.runtime = GpuRuntime(setup.device, setup.timing, setup.host_threads)
         self.kernels = {}
 
     def run(self, job: CaseJob) -> Reply:
+        from harness.run.case import Upcoming
+
+        kernel, case = self._case_of(job)
+        upcoming = None
+        if job.upcoming is not None:
+            try:
+                next_kernel, next_case = self._case_of(job.upcoming)
+            except RuntimeError:  # its own job reports that; nothing to start early
+                pass
+            else:
+                upcoming = Upcoming(next_kernel, next_case, job.target, job.upcoming.binary)
+        cell, healthy = self.runtime.run_case(
+            kernel, case, job.target, job.binary, job.provenance, upcoming=upcoming
+        )
+        return Reply(cell, replace_me=not healthy)
+
+    def _case_of(self, job: CaseJob):
         if job.spec_file not in self.kernels:
             self.kernels[job.spec_file] = load_kernel(job.spec_file)
         kernel = self.kernels[job.spec_file]
         if isinstance(kernel, BrokenKernel):  # the parent loaded it fine; it changed since
             raise RuntimeError(kernel.reason)
         (case,) = [c for c in kernel.spec.cases if c.name == job.case_name]
-        cell, healthy = self.runtime.run_case(kernel, case, job.target, job.binary, job.provenance)
-        return Reply(cell, replace_me=not healthy)
+        return kernel, case
 
 
 def start(setup: WorkerSetup) -> _Worker:

@@ -1,0 +1,95 @@
+"""Several GPUs, faked: every cell once, shards balanced by expected time, a crash kept to its
+GPU. The workers are fake_workers.fake_gpu processes; nothing here needs a GPU."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+
+from harness.build.kernels import Kernel, discover
+from harness.build.matrix import ComputeCapability
+from harness.commands.test import RunOptions, Workers, run_target
+from harness.result import Outcome
+from harness.run.device import DeviceInfo
+from harness.run.schedule import estimate_seconds, expected_seconds, shard
+from harness.spec import Work
+from tests import fake_workers
+from tests.conftest import ROOT
+
+FAKES = Workers(fake_workers.fake_gpu, fake_workers.serve_case)
+
+
+def _gpus(count: int) -> list[DeviceInfo]:
+    return [
+        DeviceInfo(
+            i, "Fake GPU", ComputeCapability(9, 0), "580", "13.0", 132, 50 << 20, 227 << 10, None
+        )
+        for i in range(count)
+    ]
+
+
+def _cases() -> set[tuple[str, str]]:
+    kernels = [k for k in discover(ROOT / "kernels") if isinstance(k, Kernel)]
+    runs_on_sm90 = [k for k in kernels if str(k.spec.requires or "none") != "sm_100a"]
+    return {(k.classname, c.name) for k in runs_on_sm90 for c in k.spec.cases}
+
+
+def _run(matrix, toolchain, compile_cache, tmp_path, gpus):
+    options = RunOptions(
+        matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path / "reports", compile_cache, True
+    )
+    result = run_target(matrix, options, toolchain, _gpus(gpus), FAKES)
+    return [c for c in result.cells if c.case != "compile"], result
+
+
+def test_four_fake_gpus_run_every_cell_once_balanced_by_expected_time(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    first, result = _run(matrix, toolchain, compile_cache, tmp_path, 4)
+    assert Counter((c.classname, c.case) for c in first) == Counter(_cases())
+    assert {c.gpu for c in first} == {0, 1, 2, 3}
+    assert result.report.wall_s > 0 and result.report.finished
+    # The second run expects what the first took, and balances its shards by it.
+    second, _ = _run(matrix, toolchain, compile_cache, tmp_path, 4)
+    assert Counter((c.classname, c.case) for c in second) == Counter(_cases())
+    loads = defaultdict(float)
+    for cell in second:
+        loads[cell.gpu] += fake_workers.fake_seconds(cell.classname, cell.case)
+    mean = sum(loads.values()) / 4
+    assert max(abs(load - mean) for load in loads.values()) <= 0.2 * mean, dict(loads)
+    assert [c.name for c in second] == [c.name for c in first]  # the report's order is the book's
+
+
+def test_a_crash_on_one_gpu_fails_its_case_and_restarts_only_that_worker(
+    matrix, toolchain, compile_cache, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_GPU_CRASH", f"2:{tmp_path / 'crashed'}")
+    cells, _ = _run(matrix, toolchain, compile_cache, tmp_path, 4)
+    assert Counter((c.classname, c.case) for c in cells) == Counter(_cases())  # none lost
+    (crashed,) = [c for c in cells if c.outcome is not Outcome.PASSED]
+    assert crashed.gpu == 2 and "worker process killed by SIGSEGV" in crashed.message
+    starts = Counter(c.gpu for c in cells if c.worker_start_s)
+    assert starts == {0: 1, 1: 1, 2: 2, 3: 1}  # each GPU's first case, and GPU 2's after it
+
+
+def test_shards_are_balanced_longest_first():
+    weights = [9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0]
+    shards = shard(weights, lambda w: w, 3)
+    assert sorted(sum(s) for s in shards) == [14.0, 15.0, 16.0]  # LPT: within the last item
+    assert all(s == sorted(s, reverse=True) for s in shards)
+    assert shard([], lambda w: w, 2) == [[], []]
+
+
+def test_a_case_is_expected_to_take_what_it_took_else_what_its_size_says():
+    last = {("ch.k", "big"): 3.5}
+    assert expected_seconds(("ch.k", "big"), last, None) == 3.5
+    large, small = Work(bytes=1 << 30), Work(bytes=1 << 10)
+    assert expected_seconds(("ch.k", "new"), last, large) == estimate_seconds(large)
+    assert estimate_seconds(large) > 10 * estimate_seconds(small)
+
+
+@pytest.mark.parametrize("gpus", [1])
+def test_one_fake_gpu_numbers_its_cells_zero(matrix, toolchain, compile_cache, tmp_path, gpus):
+    cells, _ = _run(matrix, toolchain, compile_cache, tmp_path, gpus)
+    assert {c.gpu for c in cells} == {0}

@@ -1,0 +1,49 @@
+"""The progress a run prints: a plain line per finished cell in CI and logs, a live line on a
+terminal."""
+
+from __future__ import annotations
+
+import io
+
+from harness.commands.progress import Progress
+from harness.result import Cell, Outcome, Provenance
+
+WHERE = Provenance(runner="test")
+
+
+def _cell(case: str, outcome: Outcome) -> Cell:
+    return Cell("ch", "kern", case, "sm_90a", WHERE, outcome, seconds=0.25)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _finish_three(out) -> str:
+    progress = Progress(3, expected_s=9.0, out=out)
+    for case, outcome in (("a", Outcome.PASSED), ("b", Outcome.FAILED), ("c", Outcome.PASSED)):
+        progress.finished(_cell(case, outcome))
+    progress.close()
+    return out.getvalue()
+
+
+def test_in_a_log_each_finished_cell_is_one_plain_line(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    lines = _finish_three(io.StringIO()).splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("[1/3] PASSED  ch.kern::a[sm_90a] (0.2 s); 0 failed so far, ")
+    assert lines[1].startswith("[2/3] FAILED  ch.kern::b[sm_90a]") and "1 failed so far" in lines[1]
+    assert "s elapsed, ~" in lines[2] and lines[2].endswith("s left")
+
+
+def test_ci_gets_plain_lines_even_on_a_terminal(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    assert len(_finish_three(Terminal()).splitlines()) == 3
+
+
+def test_a_terminal_gets_one_live_line(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    shown = _finish_three(Terminal())
+    assert "\x1b[" in shown  # drawn and redrawn in place, not appended as lines
+    assert shown.count("\n") < 3
