@@ -179,3 +179,21 @@ def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
     ]
     assert [writer.wait(timeout=120) for writer in writers] == [0] * 8
     assert read_report(tmp_path / "junit-sm_90a.xml").cells == _cells()
+
+
+def test_a_live_report_keeps_up_with_its_cells_and_is_whole_once_closed(tmp_path):
+    files = junit.report_files(tmp_path, "junit-sm_90a")
+    live = junit.LiveReport(files, _report([]))
+    cells = [Cell("ch", "k", f"n{i}", "sm_90a", WHERE, Outcome.PASSED) for i in range(50)]
+    for cell in cells:
+        live.add(cell)
+    live.close()
+    assert [c.case for c in read_report(files.xml).cells] == [c.case for c in cells]
+
+
+def test_a_live_report_that_cannot_be_written_says_so_when_closed(tmp_path):
+    (tmp_path / "reports").write_text("a file where the folder should be")
+    live = junit.LiveReport(junit.report_files(tmp_path / "reports", "junit-sm_90a"), _report([]))
+    live.add(Cell("ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED))
+    with pytest.raises(OSError):
+        live.close()

@@ -37,7 +37,7 @@ from harness.result import Cell, Outcome, Provenance, Report, ReportError
 from harness.run import worker
 from harness.run.device import DeviceInfo, NoDevice
 from harness.run.pool import Fault, Serve, WorkerPool
-from harness.run.schedule import expected_seconds, shard
+from harness.run.schedule import AHEAD_CASES, expected_seconds, shard
 from harness.run.worker import CaseJob, WorkerSetup
 from harness.spec import Case
 
@@ -150,20 +150,20 @@ def _run_jobs(
     shards = shard(jobs, lambda job: job.expected_s, len(devices))
     progress = Progress(len(jobs), max(sum(j.expected_s for j in s) for s in shards))
     host_threads = max(1, (os.cpu_count() or 1) // len(devices))
+    live = junit.LiveReport(files, report)
     done = threading.Lock()
 
     def finished(cell: Cell) -> None:
         with done:
-            report.cells.append(cell)
-            junit.write(files, report)
+            live.add(cell)
             progress.finished(cell)
 
     def drive(device: DeviceInfo, queue: list[_Job]) -> None:
         setup = WorkerSetup(device, matrix.timing, host_threads)
         with WorkerPool(workers.start, workers.serve, setup) as pool:
             for index, job in enumerate(queue):
-                after = queue[index + 1] if index + 1 < len(queue) else None
-                upcoming = _case_job(after, target, where) if after else None
+                after = queue[index + 1 : index + 1 + AHEAD_CASES]
+                upcoming = tuple(_case_job(later, target, where) for later in after)
                 case_job = _case_job(job, target, where, upcoming)
                 timeout_s = matrix.timing.case_timeout_s
                 finished(_run_one(pool, job, case_job, device, timeout_s))
@@ -191,6 +191,7 @@ def _run_jobs(
                 thread.join()
     finally:
         progress.close()
+        live.close()
     if failures:
         raise failures[0]
 
@@ -222,7 +223,7 @@ def _run_one(
 
 
 def _case_job(
-    job: _Job, target: Target, where: Provenance, upcoming: CaseJob | None = None
+    job: _Job, target: Target, where: Provenance, upcoming: tuple[CaseJob, ...] = ()
 ) -> CaseJob:
     return CaseJob(
         job.kernel.folder / "spec.py", job.case.name, target, job.binary, where, upcoming

@@ -8,9 +8,11 @@ numbers; it is what the harness itself reads back.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +37,45 @@ def write(files: ReportFiles, report: Report) -> None:
     files.xml.parent.mkdir(parents=True, exist_ok=True)
     _replace(files.xml, render([report]))
     _replace(files.json, json.dumps(report.to_json(), indent=1) + "\n")
+
+
+class LiveReport:
+    """A report kept on disk while its cells come in, written by a thread of its own so that the
+    run never waits for the disk: the files are at most one write behind the last cell, and
+    `close` leaves them complete."""
+
+    def __init__(self, files: ReportFiles, report: Report):
+        self.files, self.report = files, report
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+        self._closing = False
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._keep_written, daemon=True)
+        self._thread.start()
+
+    def add(self, cell: Cell) -> None:
+        with self._lock:
+            self.report.cells.append(cell)
+        self._dirty.set()
+
+    def _keep_written(self) -> None:
+        while not self._closing:
+            self._dirty.wait()
+            self._dirty.clear()
+            with self._lock:
+                snapshot = dataclasses.replace(self.report, cells=list(self.report.cells))
+            try:
+                write(self.files, snapshot)
+            except OSError as error:  # a full disk: raised from close, in the run's thread
+                self._error = error
+
+    def close(self) -> None:
+        self._closing = True
+        self._dirty.set()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        write(self.files, self.report)
 
 
 def _replace(path: Path, text: str) -> None:

@@ -32,6 +32,7 @@ from harness.run.launch import (
     Module,
     Workspace,
 )
+from harness.run.schedule import AHEAD_CASES
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timing import ClockProbe, StreamGate, measure
 from harness.run.vendor import measure_vendor
@@ -119,8 +120,10 @@ class GpuRuntime:
         # cuda.core's Device objects are per thread: the helper thread makes the context current
         # through its own.
         ordinal = info.ordinal
-        self._ahead = ThreadPoolExecutor(1, initializer=lambda: Device(ordinal).set_current())
-        self._prepared: tuple[tuple, Future] | None = None  # (the case's key, its host work)
+        self._ahead = ThreadPoolExecutor(
+            AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
+        )
+        self._prepared: dict[tuple, Future] = {}  # host work begun, by its case's key
         self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
@@ -138,12 +141,13 @@ class GpuRuntime:
         binary: Path,
         provenance: Provenance,
         timed: bool = True,
-        upcoming: Upcoming | None = None,
+        upcoming: tuple[Upcoming, ...] = (),
     ) -> tuple[Cell, bool]:
         """The case's cell, and whether this process's CUDA context is still fit for more.
 
         Untimed, the case runs once (set up, launch, verify): what a sanitizer needs to watch.
-        `upcoming`'s host work starts now, so that it is ready when its turn comes.
+        The host work of the `upcoming` cases (the next AHEAD_CASES) starts now, each on a
+        helper thread, so that it is ready when its turn comes.
         """
         cell = Cell(kernel.chapter, kernel.name, case.name, target.name, provenance, Outcome.PASSED)
         try:
@@ -153,26 +157,27 @@ class GpuRuntime:
             cell.outcome = Outcome.FAILED
             cell.message, cell.detail = f"loading {binary.name} failed: {message}", detail
             return cell, False
-        prepared = self._take_prepared((kernel.classname, case.name, binary))
-        if upcoming is not None:
-            self._prepare_ahead(upcoming)
+        prepared = self._prepared.pop((kernel.classname, case.name, binary), None)
+        self._prepare_ahead(upcoming[:AHEAD_CASES])
         host = prepared.result() if prepared else self._host_work(kernel, case, module)
         return self._run_case(kernel, case, module, cell, timed, host)
 
-    def _take_prepared(self, key: tuple) -> Future | None:
-        prepared, self._prepared = self._prepared, None
-        return prepared[1] if prepared and prepared[0] == key else None
+    def _prepare_ahead(self, upcoming: tuple[Upcoming, ...]) -> None:
+        """Begin what is not begun of `upcoming`; drop what was begun for cases no longer
+        coming, so that at most AHEAD_CASES problems wait in memory."""
+        keys = {(u.kernel.classname, u.case.name, u.binary): u for u in upcoming}
+        for stale in set(self._prepared) - set(keys):
+            self._prepared.pop(stale).cancel()
+        for key, one in keys.items():
+            if key not in self._prepared:
+                self._prepared[key] = self._ahead.submit(self._host_work_ahead, one)
 
-    def _prepare_ahead(self, upcoming: Upcoming) -> None:
-        def work() -> _HostWork:
-            try:
-                module = self.module(upcoming.binary, upcoming.target)
-            except Exception as error:  # its own run_case reports it when it loads it again
-                return _HostWork(None, None, _SpecFailure("setup", error), 0.0, 0.0)
-            return self._host_work(upcoming.kernel, upcoming.case, module)
-
-        key = (upcoming.kernel.classname, upcoming.case.name, upcoming.binary)
-        self._prepared = (key, self._ahead.submit(work))
+    def _host_work_ahead(self, upcoming: Upcoming) -> _HostWork:
+        try:
+            module = self.module(upcoming.binary, upcoming.target)
+        except Exception as error:  # its own run_case reports it when it loads it again
+            return _HostWork(None, None, _SpecFailure("setup", error), 0.0, 0.0)
+        return self._host_work(upcoming.kernel, upcoming.case, module)
 
     def _host_work(self, kernel: Kernel, case: Case, module: Module) -> _HostWork:
         started = time.monotonic()

@@ -15,6 +15,11 @@ from harness.spec import Work
 
 Item = TypeVar("Item")
 
+# Cases whose host work runs ahead of the GPU, each on a thread of its own: setup (seeded random
+# inputs) is one core's work per case, and a 512 MiB case takes about a second of it, longer than
+# the GPU needs for it. Each waiting case holds its inputs and reference in host memory.
+AHEAD_CASES = 3
+
 # Host work per case, by the size of what it moves and computes (measured order of magnitude on
 # the H200: a 512 MiB case takes ~1 s of setup, reference and checks; 1 TFLOP of numpy, ~10 s).
 FIXED_S = 0.05

@@ -30,7 +30,7 @@ class CaseJob:
     target: Target
     binary: Path
     provenance: Provenance
-    upcoming: CaseJob | None = None  # the job that follows: its host work starts early
+    upcoming: tuple[CaseJob, ...] = ()  # the jobs that follow: their host work starts early
 
 
 class _Worker:
@@ -44,16 +44,15 @@ class _Worker:
         from harness.run.case import Upcoming
 
         kernel, case = self._case_of(job)
-        upcoming = None
-        if job.upcoming is not None:
+        upcoming = []
+        for later in job.upcoming:
             try:
-                next_kernel, next_case = self._case_of(job.upcoming)
+                later_kernel, later_case = self._case_of(later)
             except RuntimeError:  # its own job reports that; nothing to start early
-                pass
-            else:
-                upcoming = Upcoming(next_kernel, next_case, job.target, job.upcoming.binary)
+                continue
+            upcoming.append(Upcoming(later_kernel, later_case, job.target, later.binary))
         cell, healthy = self.runtime.run_case(
-            kernel, case, job.target, job.binary, job.provenance, upcoming=upcoming
+            kernel, case, job.target, job.binary, job.provenance, upcoming=tuple(upcoming)
         )
         return Reply(cell, replace_me=not healthy)
 
