@@ -3,7 +3,7 @@
 
     nox -s test-sm90      compile and run the sm_90a column (in its image if docker answers)
     nox -s sanitize-sm90  compile sm_90a, run compute-sanitizer over each kernel's smallest case
-                          (on the host: the images carry no compute-sanitizer)
+                          (in its image if docker answers)
     nox -s build-sm90     build the sm_90a image
     nox -s compile        compile every target on this machine, run nothing
     nox -s base-image     make the Debian base image locally, where no registry serves one
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits b
 
 from harness.build import images  # noqa: E402
 from harness.build.matrix import Target, load_matrix  # noqa: E402
-from harness.provenance import current_commit  # noqa: E402
+from harness.provenance import current_commit, runner_name  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 BACKENDS = ("auto", "host", "docker")
@@ -50,8 +50,12 @@ def _toolkit_wheels() -> list[str]:
     return sorted({wheel for t in MATRIX.targets.values() for wheel in t.toolkit.wheels})
 
 
-def _backend(session: nox.Session) -> tuple[str, list[str]]:
-    """`--backend host|docker|auto` from the session's arguments; the rest go to the harness."""
+def _backend(session: nox.Session, target: Target) -> tuple[str, list[str]]:
+    """`--backend host|docker|auto` from the session's arguments; the rest go to the harness.
+
+    auto is docker only where docker can work: an engine answers and the target's image is there
+    or builds. Otherwise it says why, and runs on the host.
+    """
     args, backend = list(session.posargs), "auto"
     if "--backend" in args:
         at = args.index("--backend")
@@ -60,13 +64,41 @@ def _backend(session: nox.Session) -> tuple[str, list[str]]:
     if backend not in BACKENDS:
         session.error(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "auto":
-        problem = images.engine_problem()
+        problem = images.engine_problem() or _image_problem(target)
         backend = "host" if problem else "docker"
         why = f"docker unavailable: {problem}" if problem else "a docker engine answers"
     else:
         why = "forced by --backend"
     session.log(f"backend: {backend} ({why})")
     return backend, args
+
+
+def _image_problem(target: Target) -> str | None:
+    """None when the target's image is present or builds now; else why not."""
+    try:
+        images.build(images.image_for(target, ROOT), ROOT)
+    except images.ImageError as error:
+        return str(error)
+    return None
+
+
+def _in_image(session: nox.Session, target: Target, harness_args: list[str]) -> None:
+    """The harness in the target's image, on the host's reports/ and compile cache."""
+    image = images.image_for(target, ROOT)
+    try:
+        images.build(image, ROOT)
+    except images.ImageError as error:
+        session.error(str(error))
+    mounts = images.Mounts.for_project(ROOT)
+    gpu = images.host_has_gpu()
+    session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
+    passed = {
+        "MATRIX_COMMIT": current_commit(ROOT) or "",  # the container has no git
+        "MATRIX_RUNNER": runner_name(),  # the host's name, not the container's
+    }
+    command = images.harness_command(image, mounts, harness_args, gpu, MATRIX.container, passed)
+    with mounts.lent():
+        session.run(*command, external=True)
 
 
 def _build_session(target: Target):
@@ -86,23 +118,9 @@ def _build_session(target: Target):
 
 def _test_session(target: Target):
     def session(session: nox.Session) -> None:
-        backend, args = _backend(session)
+        backend, args = _backend(session, target)
         if backend == "docker":
-            image = images.image_for(target, ROOT)
-            try:
-                images.build(image, ROOT)
-            except images.ImageError as error:
-                session.error(str(error))
-            mounts = images.Mounts.for_project(ROOT, image)
-            gpu = images.host_has_gpu()
-            session.log(f"running in {image.tag}" + (" with --gpus all" if gpu else ""))
-            commit = {"MATRIX_COMMIT": current_commit(ROOT) or ""}  # the container has no git
-            harness_args = ["test", target.name, *args]
-            command = images.harness_command(
-                image, mounts, harness_args, gpu, MATRIX.container, commit
-            )
-            with mounts.lent():
-                session.run(*command, external=True)
+            _in_image(session, target, ["test", target.name, *args])
             return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
         session.run("python", "-m", "harness", "test", target.name, *args)
@@ -113,12 +131,16 @@ def _test_session(target: Target):
 
 def _sanitize_session(target: Target):
     def session(session: nox.Session) -> None:
+        backend, args = _backend(session, target)
+        if backend == "docker":
+            _in_image(session, target, ["sanitize", target.name, *args])
+            return
         _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
-        session.run("python", "-m", "harness", "sanitize", target.name, *session.posargs)
+        session.run("python", "-m", "harness", "sanitize", target.name, *args)
 
     session.__doc__ = (
-        f"Run compute-sanitizer over {target.name} on this machine's GPU (host only: the images "
-        "carry no compute-sanitizer)."
+        f"Run compute-sanitizer over {target.name} on this machine's GPU (its wheel, in the image "
+        "or on the host)."
     )
     return session
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 
 def runner_name(given: str = "") -> str:
-    return given or socket.gethostname()
+    """The runner a report is of: `given`, else $MATRIX_RUNNER (what a container is told: the
+    host's name, not its own random one), else this host's name."""
+    return given or os.environ.get("MATRIX_RUNNER") or socket.gethostname()
 
 
 def current_commit(root: Path, env: dict[str, str] | None = None) -> str | None:

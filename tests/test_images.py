@@ -19,7 +19,7 @@ from harness.build import images
 from harness.build.matrix import load_matrix
 from harness.commands.test import RunOptions, run_target
 from harness.report.merge import read_report
-from harness.result import Outcome
+from harness.result import Outcome, SkipReason
 from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
@@ -44,10 +44,89 @@ def test_the_tag_follows_the_build_inputs(matrix, tmp_path, monkeypatch):
     assert (
         images.image_for(matrix.targets["sm_80"], tmp_path).tag.split(":")[1] != tag.split(":")[1]
     )
+    monkeypatch.setenv("MATRIX_CA_BUNDLE", str(tmp_path / "requirements.txt"))
+    assert images.image_for(target, tmp_path).tag == tag  # how pip reaches PyPI is not content
     (tmp_path / "requirements.txt").write_text("numpy==2.4.6\n")
     assert images.image_for(target, tmp_path).tag != tag
-    monkeypatch.setenv("MATRIX_CA_BUNDLE", str(tmp_path / "requirements.txt"))
-    assert images.image_for(target, tmp_path).tag != images.image_for(target, ROOT).tag
+    (tmp_path / "docker" / "entrypoint.sh").write_text("#!/bin/sh\n")
+    assert images.image_for(target, tmp_path).tag not in (tag, images.image_for(target, ROOT).tag)
+
+
+def test_the_ci_image_is_the_one_a_laptop_looks_for(matrix, monkeypatch):
+    """The tag hashes the build inputs only: no CA bundle, no proxy, no host."""
+    target = matrix.targets["sm_90a"]
+    tags = set()
+    for variable in (None, *images.CA_BUNDLE_VARIABLES):
+        for name in images.CA_BUNDLE_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        if variable:
+            monkeypatch.setenv(variable, str(ROOT / "requirements.txt"))
+        tags.add(images.image_for(target, ROOT).tag)
+    assert len(tags) == 1
+
+
+@pytest.mark.parametrize(
+    ("output", "cause"),
+    [
+        (
+            [
+                "Step 4/9 : RUN pip install",
+                "ssl.SSLCertVerificationError: [SSL: "
+                "CERTIFICATE_VERIFY_FAILED] certificate verify failed",
+                "ERROR: No matching dist",
+            ],
+            "pip could not verify PyPI's TLS certificate. Behind a TLS-inspecting proxy, name "
+            "its CA bundle: MATRIX_CA_BUNDLE=/path/to/ca.pem",
+        ),
+        (
+            [
+                "Step 1/9 : FROM debian:bookworm-slim",
+                "pull access denied for debian, repository does not exist",
+            ],
+            "the base image debian:bookworm-slim cannot be pulled here; make it locally: "
+            "nox -s base-image",
+        ),
+        (
+            [
+                "Collecting numpy==9.9",
+                "ERROR: No matching distribution found for numpy==9.9",
+                "The command '/bin/sh -c ...' returned a non-zero code: 1",
+            ],
+            "ERROR: No matching distribution found for numpy==9.9",
+        ),
+    ],
+    ids=["certificate", "base-image", "pip"],
+)
+def test_a_failed_build_names_its_real_cause(output, cause):
+    assert images.build_failure(output, "debian:bookworm-slim") == cause
+
+
+def test_the_container_is_told_the_host_s_runner_name(monkeypatch):
+    from harness.provenance import runner_name
+
+    monkeypatch.setenv("MATRIX_RUNNER", "gpu-box-7")
+    assert runner_name() == "gpu-box-7" and runner_name("given") == "given"
+
+
+def test_the_gpu_docker_command_line_is_exactly_this(matrix):
+    """What the NVIDIA Container Toolkit needs (--gpus all), and the sandbox around it. The GPU
+    machine here has no docker: this line is checked, not run, on a GPU."""
+    image = images.image_for(matrix.targets["sm_90a"], ROOT)
+    mounts = images.Mounts(ROOT, ROOT / "reports", ROOT / ".cache" / "compile", (1000, 1001))
+    command = images.harness_command(
+        image, mounts, ["test", "sm_90a"], True, matrix.container, {"MATRIX_RUNNER": "box"}
+    )
+    assert command == [
+        "docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges", "--user", "1000:1001", "--read-only",
+        "--tmpfs", "/tmp:rw,exec,size=8g", "--env", "HOME=/tmp",
+        "--env", "CUDA_CACHE_PATH=/tmp/cuda-cache",
+        "--pids-limit", str(matrix.container.pids), "--memory", matrix.container.memory,
+        "--volume", f"{ROOT}:/src:ro", "--volume", f"{ROOT / 'reports'}:/out/reports",
+        "--volume", f"{ROOT / '.cache' / 'compile'}:/out/cache", "--gpus", "all",
+        "--env", "MATRIX_RUNNER=box", image.tag, "test", "sm_90a",
+        "--reports", "/out/reports", "--cache", "/out/cache",
+    ]  # fmt: skip
 
 
 def _nox(*args, cwd):
@@ -91,11 +170,14 @@ needs_docker = pytest.mark.skipif(ENGINE is not None, reason=f"no-docker: {ENGIN
 
 
 @pytest.fixture(scope="module")
-def built(matrix):
-    """The sm_90a image, built for real; (image, built_now, built_again)."""
+def built(matrix, pytestconfig):
+    """The sm_90a image, built for real; (image, built_now, built_again). The build takes
+    minutes: its progress goes to the terminal, past pytest's capture."""
     image = images.image_for(matrix.targets["sm_90a"], ROOT)
-    images.make_base(image.build_args["BASE_IMAGE"])
-    first = images.build(image, ROOT)
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        images.make_base(image.build_args["BASE_IMAGE"])
+        first = images.build(image, ROOT)
     second = images.build(image, ROOT)
     return image, first, second
 
@@ -193,35 +275,79 @@ def _check_the_sandbox(image, mounts):
 
 
 @needs_docker
-def test_compiling_in_the_image_gives_the_host_s_compile_cells(
+def test_the_main_command_in_the_image_gives_the_host_s_cells(
     matrix, toolchain, built, compile_cache, tmp_path
 ):
+    """`test sm_90a` (what `nox -s test-sm90` runs) in the image and on the host: the same
+    cells, compile cells with the same resources; no GPU here, so run cells skip on both."""
     image, _, _ = built
-    mounts = _mounts(tmp_path)
-    command = images.harness_command(
-        image, mounts, ["compile", "sm_90a"], gpu=False, limits=matrix.container
-    )
-    with mounts.lent():
-        inside = subprocess.run(command, capture_output=True, text=True)
-    assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
-    in_container = read_report(mounts.reports / "compile-sm_90a.xml")
-    written = mounts.reports / "compile-sm_90a.xml"
-    assert (written.stat().st_uid, written.stat().st_gid) == mounts.owner  # the invoker's
     options = RunOptions(
         matrix.targets["sm_90a"],
         (ROOT / "kernels",),
         tmp_path / "host-reports",
         compile_cache,
-        execute=False,
+        execute=True,
     )
-    on_host = run_target(matrix, options, toolchain, NoDevice("compile only"))
+    on_host = run_target(matrix, options, toolchain, NoDevice("no GPU on this machine"))
+    # The container shares the host's compile cache: what the host compiled, it does not.
+    owner = (os.getuid(), os.getgid())
+    mounts = images.Mounts(ROOT, tmp_path / "reports", compile_cache, owner)
+    command = images.harness_command(
+        image,
+        mounts,
+        ["test", "sm_90a"],
+        gpu=False,
+        limits=matrix.container,
+        env={"MATRIX_RUNNER": "the-host"},
+    )
+    with mounts.lent():
+        inside = subprocess.run(command, capture_output=True, text=True)
+    assert inside.returncode == 0, inside.stdout[-2000:] + inside.stderr[-2000:]
+    assert "compile: nothing to do" in inside.stdout, inside.stdout[-2000:]
+    in_container = read_report(mounts.reports / "junit-sm_90a.xml")
+    assert in_container.suite == "cuda-matrix.sm_90a.the-host"  # the host's name, passed in
+    written = mounts.reports / "junit-sm_90a.xml"
+    assert (written.stat().st_uid, written.stat().st_gid) == mounts.owner  # the invoker's
+    back_on_host = run_target(matrix, options, toolchain, NoDevice("no GPU on this machine"))
+    assert back_on_host.compiled == 0  # and back: nothing compiled either way
 
     def cells(found):
-        return {(c.classname, c.name): (c.outcome, c.compile.resources) for c in found}
+        return {
+            (c.classname, c.name): (c.outcome, c.skip_reason, c.compile and c.compile.resources)
+            for c in found
+        }
 
     host = cells(on_host.cells)
     assert cells(in_container.cells) == host
-    assert all(outcome is Outcome.PASSED for outcome, _ in host.values())
+    for (_, name), (outcome, reason, _) in host.items():
+        if name.startswith("compile["):
+            assert outcome is Outcome.PASSED, name
+        else:
+            assert outcome is Outcome.SKIPPED and reason is SkipReason.NO_DEVICE, name
+
+
+@needs_docker
+def test_a_bare_docker_run_says_how_to_use_the_image(built):
+    image, _, _ = built
+    bare = subprocess.run(["docker", "run", "--rm", image.tag], capture_output=True, text=True)
+    assert bare.returncode == 2
+    assert "mounted at /src" in bare.stderr and "nox -s test-sm90" in bare.stderr, bare.stderr
+    assert "Traceback" not in bare.stderr
+
+
+@needs_docker
+def test_the_image_carries_compute_sanitizer(built, tmp_path):
+    image, _, _ = built
+    code = (
+        "from harness.build.toolchain import find_toolchain; "
+        "from harness.run.sanitizer import find_compute_sanitizer; "
+        "import subprocess; path = find_compute_sanitizer(find_toolchain()); "
+        "print(path); print(subprocess.run([path, '--version'], capture_output=True, "
+        "text=True).stdout)"
+    )
+    found = _probe(image, _mounts(tmp_path), code)
+    assert found.returncode == 0, found.stderr
+    assert "/opt/matrix/venv/" in found.stdout and "Compute Sanitizer" in found.stdout, found
 
 
 @pytest.mark.parametrize(
@@ -235,3 +361,36 @@ def test_the_workflow_passes_actionlint_and_zizmor(command):
         pytest.skip(f"{command[0]} is not installed (requirements-test.txt installs it)")
     checked = subprocess.run([tool, *command[1:]], capture_output=True, text=True, cwd=ROOT)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+FAKE_DOCKER = """#!/bin/sh
+# An engine that answers, and a build that fails as pip fails behind an unknown proxy CA.
+case "$1" in
+  info) echo 28.2.2 ;;
+  image) exit 1 ;;
+  build) echo "Step 4/9 : RUN pip install"
+         echo "ssl.SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify"
+         exit 1 ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def test_auto_runs_on_the_host_and_says_why_when_the_image_cannot_build(tmp_path, compile_cache):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]])
+    planted = ROOT / "tests" / "fixtures" / "kernels"
+    args = ["-k", "add_one", "--kernels", str(planted), "--reports", str(tmp_path / "r")]
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "--no-venv", "-s", "test-sm90", "--", *args,
+         "--cache", str(compile_cache)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "backend: host (docker unavailable: docker build of cuda-matrix-sm90:" in said
+    assert "pip could not verify PyPI's TLS certificate" in said and "MATRIX_CA_BUNDLE" in said
+    assert (tmp_path / "r" / "partial-junit-sm_90a.xml").is_file(), said  # the run went on

@@ -1,8 +1,10 @@
 """One container image per target: its tag from the content of its build inputs, its build, and
 the `docker run` that tests a target inside it.
 
-The tag is a hash of everything that goes into the image (Dockerfile, requirements, the target's
-toolkit wheels and base image), so an unchanged image is found by its tag and never rebuilt.
+The tag is a hash of everything that goes into the image (Dockerfile, entry point, requirements,
+the target's toolkit wheels and base image), so an unchanged image is found by its tag and never
+rebuilt, and an image CI built and saved is the one a laptop looks for. A CA bundle for pip behind
+a proxy changes how the image is fetched, not what it holds: it is no part of the tag.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from harness.build.matrix import ContainerLimits, Target
 
 DOCKERFILE = Path("docker") / "Dockerfile"
-CONTEXT_FILES = (DOCKERFILE, Path("requirements.txt"))
+CONTEXT_FILES = (DOCKERFILE, Path("docker") / "entrypoint.sh", Path("requirements.txt"))
 CONTAINER_SOURCE = "/src"
 CONTAINER_OUT = "/out"
 
@@ -43,10 +47,19 @@ class Image:
         }
 
 
+# Where a CA bundle for pip may be named, in order: the matrix's own, then what the host's tools
+# already trust (a TLS-inspecting proxy's CA is usually set there).
+CA_BUNDLE_VARIABLES = ("MATRIX_CA_BUNDLE", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
 def _extra_ca() -> bytes:
-    """The CA bundle named by $MATRIX_CA_BUNDLE, for pip behind a TLS-inspecting proxy."""
-    named = os.environ.get("MATRIX_CA_BUNDLE", "")
-    return Path(named).read_bytes() if named else b""
+    """The CA bundle pip in the build should trust, or nothing: the first of
+    CA_BUNDLE_VARIABLES that names a readable file."""
+    for variable in CA_BUNDLE_VARIABLES:
+        named = os.environ.get(variable, "")
+        if named and Path(named).is_file():
+            return Path(named).read_bytes()
+    return b""
 
 
 def image_for(target: Target, root: Path) -> Image:
@@ -61,7 +74,6 @@ def image_for(target: Target, root: Path) -> Image:
         digest.update(str(relative).encode() + b"\0" + (root / relative).read_bytes() + b"\0")
     for key, value in sorted(build_args.items()):
         digest.update(f"{key}={value}\0".encode())
-    digest.update(_extra_ca())
     return Image(target, f"{target.image}:{digest.hexdigest()[:16]}", build_args)
 
 
@@ -90,11 +102,12 @@ def exists(tag: str) -> bool:
     return result.returncode == 0
 
 
-def build(image: Image, root: Path) -> bool:
-    """Build unless an image with this content tag exists; True when it built."""
+def build(image: Image, root: Path, show: TextIO | None = None) -> bool:
+    """Build unless an image with this content tag exists; True when it built. docker's output
+    goes to `show` (stdout by default) as it comes; a failed build names its cause."""
     if exists(image.tag):
         return False
-    base = image.build_args["BASE_IMAGE"]
+    show = show or sys.stdout
     with tempfile.TemporaryDirectory() as context:
         for relative in CONTEXT_FILES:
             shutil.copy(root / relative, Path(context) / relative.name)
@@ -105,13 +118,42 @@ def build(image: Image, root: Path) -> bool:
             command += ["--build-arg", f"{key}={value}"]
         for key, value in image.labels.items():
             command += ["--label", f"{key}={value}"]
-        result = subprocess.run([*command, context])
-    if result.returncode != 0:
+        print(f"building {image.tag} (a few minutes the first time)", file=show, flush=True)
+        output: list[str] = []
+        with subprocess.Popen(
+            [*command, context],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        ) as running:
+            for line in running.stdout:
+                output.append(line.rstrip("\n"))
+                print(line, end="", file=show, flush=True)
+    if running.returncode != 0:
         raise ImageError(
-            f"docker build of {image.tag} failed (exit {result.returncode}). If the base image "
-            f"{base} cannot be pulled here, make it locally: nox -s base-image"
+            f"docker build of {image.tag} failed (exit {running.returncode}): "
+            + build_failure(output, image.build_args["BASE_IMAGE"])
         )
     return True
+
+
+def build_failure(output: list[str], base: str) -> str:
+    """The cause of a failed build, from docker's output: pip's error line, with a hint where the
+    cause is known (a certificate pip cannot verify, a base image no registry serves)."""
+    text = "\n".join(output)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            "pip could not verify PyPI's TLS certificate. Behind a TLS-inspecting proxy, name its "
+            "CA bundle: MATRIX_CA_BUNDLE=/path/to/ca.pem"
+        )
+    if base in text and any(
+        marker in text for marker in ("pull access denied", "not found", "manifest unknown")
+    ):
+        return f"the base image {base} cannot be pulled here; make it locally: nox -s base-image"
+    errors = [line.strip() for line in output if "ERROR" in line or "error:" in line.lower()]
+    last = errors[-1] if errors else (output[-1].strip() if output else "no output")
+    return last[:500]
 
 
 # The Dockerfile's unprivileged user: who runs the kernels when the invoker is root.
@@ -135,8 +177,11 @@ class Mounts:
     owner: tuple[int, int]  # the invoker's uid and gid
 
     @classmethod
-    def for_project(cls, root: Path, image: Image) -> Mounts:
-        cache = root / ".cache" / f"container-{image.target.name}"
+    def for_project(cls, root: Path) -> Mounts:
+        """The host's own reports/ and compile cache: the cache's keys hash nvcc's version, its
+        headers, the host compiler's version and the sources, never a path, so a build made on
+        the host serves the container and back wherever the toolchains are the same."""
+        cache = root / ".cache" / "compile"
         return cls(root, root / "reports", cache, (os.getuid(), os.getgid()))
 
     @property
