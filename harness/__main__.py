@@ -148,6 +148,7 @@ def _sanitize(args, matrix, target, toolchain, device) -> int:
 
 def _report(args) -> int:
     from harness.report.publish import PublishOptions, publish
+    from harness.report.summary import headline
 
     try:
         matrix = load_matrix(args.matrix)
@@ -175,7 +176,8 @@ def _report(args) -> int:
         artifact_targets=artifact_of,
     )
     published = publish(options)
-    print(published.files[1].read_text())
+    for line in headline(published.report_set, published.verdicts):
+        print(line)
     for path in published.files:
         print(f"wrote {path}")
     for remark in published.remarks:

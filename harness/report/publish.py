@@ -50,7 +50,10 @@ def publish(options: PublishOptions) -> Published:
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
-    (out / "summary.md").write_text(render_summary(report_set, verdicts, [*remarks, *unfinished]))
+    summary = render_summary(
+        report_set, verdicts, [*remarks, *unfinished], options.expected_targets
+    )
+    (out / "summary.md").write_text(summary)
     (out / "dashboard.html").write_text(render_dashboard(report_set, trends, verdicts))
     if options.max_slowdown_pct is not None:
         for verdict in verdicts:

@@ -1,22 +1,75 @@
-"""The merged matrix as markdown, fit for $GITHUB_STEP_SUMMARY: what broke first, then the grid.
+"""The merged matrix as markdown, fit for a pull request ($GITHUB_STEP_SUMMARY).
 
-A skipped cell never reads as green: it shows its reason.
+In this order: the headline counts and verdicts; what broke and what got slower, each with its
+message; a compact grid (a kernel per row, in chapter groups and natural order, a column per
+target in matrix.yaml's order and runner, each cell the worst outcome of the kernel there and
+its count); then the per-case results, folded away in one `<details>` line per chapter. Kernels
+that never ran are one line that says why. A skipped cell never reads as green.
+
+Text from the reports is escaped for where it lands: markdown table cells (`|`, newlines, `<`,
+`&`) or the HTML of the folded details.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from collections import Counter
+from collections.abc import Iterable
 
 from harness.report.merge import ReportSet
 from harness.report.verdict import Judgement, Verdict
 from harness.result import Cell, Outcome
 
-MARK = {Outcome.PASSED: "✅ passed", Outcome.FAILED: "❌ failed", Outcome.ERROR: "💥 error"}
+MARK = {
+    Outcome.PASSED: "✅",
+    Outcome.FAILED: "❌",
+    Outcome.ERROR: "💥",
+    Outcome.SKIPPED: "⏭️",
+}
+WORST_FIRST = (Outcome.ERROR, Outcome.FAILED, Outcome.SKIPPED, Outcome.PASSED)
 
 
-def _shown(cell: Cell, verdict: Verdict | None) -> str:
+def natural_key(text: str) -> tuple:
+    """n5 < n100 < n1000003: digit runs compare as numbers."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", text)
+        if part
+    )
+
+
+def _row_key(row: str) -> tuple:
+    return (row != "compile", natural_key(row))  # compile first, then the cases
+
+
+def _md(text: str) -> str:
+    """Text for a markdown table cell: no column breaks, no line breaks, no raw HTML."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _columns(report_set: ReportSet, targets: list[str]) -> list[str]:
+    """target@runner columns: targets in matrix.yaml's order, runners by name within each."""
+    order = {target: index for index, target in enumerate(targets)}
+    present = {(cell.target, cell.runner) for cell in report_set.cells}
+    ranked = sorted(present, key=lambda tr: (order.get(tr[0], len(order)), tr[0], tr[1]))
+    return [f"{target}@{runner}" for target, runner in ranked]
+
+
+def _grid_entry(cells: list[Cell]) -> str:
+    """The worst outcome among `cells` and how many had it (`✅ 6`, `❌ 1/6`)."""
+    counts = Counter(cell.outcome for cell in cells)
+    worst = next(outcome for outcome in WORST_FIRST if counts.get(outcome))
+    shown = f"{MARK[worst]} {counts[worst]}"
+    if counts[worst] != len(cells):
+        shown += f"/{len(cells)}"
+    return shown
+
+
+def _case_text(cell: Cell, verdict: Verdict | None) -> str:
     if cell.outcome is Outcome.SKIPPED:
-        return f"⏭️ {cell.skip_reason.value if cell.skip_reason else 'skipped'}"
+        return f"{MARK[cell.outcome]} {cell.skip_reason.value if cell.skip_reason else 'skipped'}"
     text = MARK[cell.outcome]
     if cell.median_us is not None:
         text += f" {cell.median_us:.1f} µs"
@@ -29,73 +82,123 @@ def _shown(cell: Cell, verdict: Verdict | None) -> str:
     return text
 
 
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+def _never_ran_line(report_set: ReportSet) -> str | None:
+    kernels = report_set.never_ran()
+    if not kernels:
+        return None
+    never = set(kernels)
+    reasons = Counter(
+        cell.skip_reason.value
+        for cell in report_set.cells
+        if cell.classname in never and cell.skip_reason and cell.case not in ("compile", "spec")
+    )
+    why = ", ".join(f"{reason} ({count} cells)" for reason, count in reasons.most_common())
+    names = ", ".join(f"`{_md(kernel)}`" for kernel in kernels)
+    return f"- ⏭️ {len(kernels)} kernels never ran on any runner, skipped {why}: {names}"
 
 
-def render_summary(
-    report_set: ReportSet, verdicts: list[Verdict] = (), remarks: list[str] = ()
-) -> str:
-    """`remarks`: what the reader must know of the comparison (a baseline that is not stored)."""
+def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[str]:
+    """The counts, and the verdicts against the baseline when there are any."""
     counts = Counter(cell.outcome for cell in report_set.cells)
     reasons = Counter(cell.skip_reason.value for cell in report_set.cells if cell.skip_reason)
     head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
     if reasons:
         head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
     lines = [f"# CUDA matrix: {head}"]
-    notes: list[str] = []
-    for problem in report_set.problems:
-        notes.append(f"- ⚠️ unreadable input: {_escape(problem)}")
-    for target in report_set.missing_targets:
-        notes.append(f"- ⚠️ target `{target}`: MISSING, no report was given for it")
-    for kernel in report_set.never_ran():
-        notes.append(f"- ⚠️ `{kernel}` never ran: its run cells were skipped everywhere")
-    notes += [f"- ⚠️ {_escape(remark)}" for remark in remarks]
-    slower = [v for v in verdicts if v.judgement is Judgement.SLOWER]
+    verdicts = list(verdicts)
     if verdicts:
         judged = Counter(v.judgement for v in verdicts)
-        notes.append(
-            "- against the baseline: "
-            + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in Judgement)
+        lines.append(
+            "against the baseline: " + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in Judgement)
         )
+    return lines
+
+
+def render_summary(
+    report_set: ReportSet,
+    verdicts: list[Verdict] = (),
+    remarks: list[str] = (),
+    targets: list[str] = (),
+) -> str:
+    """`remarks`: what the reader must know (a baseline that is not stored); `targets`: the
+    matrix's targets in its order, for the columns."""
+    first, *judged_line = headline(report_set, verdicts)
+    lines = [first]
+    notes = [f"- {line}" for line in judged_line]
+    notes += [f"- ⚠️ unreadable input: {_md(problem)}" for problem in report_set.problems]
+    notes += [
+        f"- ⚠️ target `{_md(t)}`: MISSING, no report was given for it"
+        for t in report_set.missing_targets
+    ]
+    if never := _never_ran_line(report_set):
+        notes.append(never)
+    notes += [f"- ⚠️ {_md(remark)}" for remark in remarks]
     if notes:
         lines += ["", *notes]
     broken = [c for c in report_set.cells if c.outcome in (Outcome.FAILED, Outcome.ERROR)]
     if broken:
         lines += ["", "## Failures", ""]
-        for cell in broken:
-            lines.append(
-                f"- {MARK[cell.outcome]} `{cell.classname}` `{cell.name}` on {cell.runner}: "
-                f"{_escape(cell.message)}"
-            )
+        lines += [
+            f"- {MARK[c.outcome]} `{_md(c.classname)}` `{_md(c.name)}` on {_md(c.runner)}: "
+            f"{_md(c.message)}"
+            for c in broken
+        ]
+    slower = [v for v in verdicts if v.judgement is Judgement.SLOWER]
     if slower:
         lines += ["", "## Slower than the baseline", ""]
         for verdict in sorted(slower, key=lambda v: -v.ratio):
             cell = verdict.cell
             lines.append(
-                f"- `{cell.classname}` `{cell.name}` on {cell.runner}: "
+                f"- `{_md(cell.classname)}` `{_md(cell.name)}` on {_md(cell.runner)}: "
                 f"{verdict.baseline_us:.1f} → {cell.median_us:.1f} µs "
                 f"(ratio {verdict.ratio:.3f}, 95 % interval {verdict.low:.3f}-{verdict.high:.3f}, "
                 f"rerun threshold {verdict.threshold_pct:g} %; {_cause(verdict)})"
             )
-    judged_cells = {id(v.cell): v for v in verdicts}
-    columns = sorted({cell.column for cell in report_set.cells})
+    columns = _columns(report_set, list(targets))
     columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
-    chapters: dict[str, dict[tuple[str, str], dict[str, Cell]]] = {}
+    chapters: dict[str, dict[str, dict[str, list[Cell]]]] = {}
     for cell in report_set.cells:
-        rows = chapters.setdefault(cell.chapter, {})
-        rows.setdefault((cell.kernel, cell.row), {})[cell.column] = cell
-    for chapter in sorted(chapters):
-        lines += ["", f"## {chapter}", ""]
-        lines.append("| kernel | case | " + " | ".join(columns) + " |")
-        lines.append("|---|---|" + "---|" * len(columns))
-        for (kernel, case), by_column in sorted(chapters[chapter].items()):
-            shown = [
-                _shown(by_column[c], judged_cells.get(id(by_column[c]))) if c in by_column else "—"
-                for c in columns
-            ]
-            lines.append(f"| {kernel} | {case} | " + " | ".join(shown) + " |")
+        by_kernel = chapters.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
+        by_kernel.setdefault(cell.column, []).append(cell)
+    lines += ["", "| kernel | " + " | ".join(_md(c) for c in columns) + " |"]
+    lines.append("|---|" + "---|" * len(columns))
+    for chapter in sorted(chapters, key=natural_key):
+        lines.append(f"| **{_md(chapter)}** |" + " |" * len(columns))
+        for kernel in sorted(chapters[chapter], key=natural_key):
+            by_column = chapters[chapter][kernel]
+            shown = [_grid_entry(by_column[c]) if c in by_column else "—" for c in columns]
+            lines.append(f"| {_md(kernel)} | " + " | ".join(shown) + " |")
+    judged = {id(v.cell): v for v in verdicts}
+    lines.append("")
+    for chapter in sorted(chapters, key=natural_key):
+        lines.append(_details(chapter, chapters[chapter], columns, judged))
     return "\n".join(lines) + "\n"
+
+
+def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> str:
+    """One line of HTML: the chapter's per-case results, folded (GitHub renders it as is)."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = []
+    for kernel in sorted(kernels, key=natural_key):
+        by_row: dict[str, dict[str, Cell]] = {}
+        for column, cells in kernels[kernel].items():
+            for cell in cells:
+                by_row.setdefault(cell.row, {})[column] = cell
+        for row in sorted(by_row, key=_row_key):
+            entries = "".join(
+                f"<td>{html.escape(_case_text(by_row[row][c], judged.get(id(by_row[row][c]))))}"
+                "</td>"
+                if c in by_row[row]
+                else "<td>—</td>"
+                for c in columns
+            )
+            rows.append(
+                f"<tr><td>{html.escape(kernel)}</td><td>{html.escape(row)}</td>{entries}</tr>"
+            )
+    return (
+        f"<details><summary>{html.escape(chapter)}: every case</summary><table>"
+        f"<tr><th>kernel</th><th>case</th>{head}</tr>{''.join(rows)}</table></details>"
+    )
 
 
 def _cause(verdict: Verdict) -> str:

@@ -1,0 +1,96 @@
+"""summary.md: short enough for a pull request, in the matrix's order, escaped, and rendered by a
+CommonMark renderer with GFM tables (markdown-it-py) as GitHub would."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from markdown_it import MarkdownIt
+
+from harness.report.merge import ReportSet, load_reports
+from harness.report.summary import natural_key, render_summary
+from harness.result import Cell, Outcome, Report, SkipReason
+from tests.conftest import ROOT
+
+H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+TARGETS = ["sm_80", "sm_90a", "sm_100a"]  # matrix.yaml's order
+
+
+def _render(markdown: str) -> str:
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def test_the_kept_reports_fit_in_sixty_lines_with_targets_in_matrix_order():
+    summary = render_summary(load_reports(H200, TARGETS), targets=TARGETS)
+    assert len(summary.splitlines()) <= 60
+    page = _render(summary)
+    (grid,) = re.findall(r"<table>.*?</table>", page.split("<details>")[0], re.S)
+    header = re.findall(r"<th>(.*?)</th>", grid)
+    assert header == ["kernel", "sm_80@vm", "sm_90a@vm", "sm_100a@vm"]
+    rows = re.findall(r"<tr>(.*?)</tr>", grid, re.S)[1:]
+    assert len(rows) == 3 + 25  # a row per chapter, a row per kernel
+    assert all(len(re.findall(r"<td>", row)) == 4 for row in rows)
+    assert "<td>wgmma_ws_gemm</td>\n<td>⏭️ 4</td>\n<td>✅ 4</td>" in grid
+    assert page.count("<details><summary>") == 3  # the per-case results, folded per chapter
+    folded = page[page.index("<details>") :]
+    assert "<td>scale_bias</td><td>n67108864_vec4</td>" in folded
+
+
+def _cell(case: str, outcome=Outcome.PASSED, kernel: str = "k", **fields) -> Cell:
+    base = load_reports(H200, TARGETS).cells[0]
+    return dataclasses.replace(
+        base, chapter="ch", kernel=kernel, case=case, target="sm_90a", outcome=outcome,
+        tool=None, timing=None, **fields,
+    )  # fmt: skip
+
+
+def _set(cells: list[Cell]) -> ReportSet:
+    report = Report("cuda-matrix.sm_90a.vm", "sm_90a", cells[0].provenance, cells)
+    return ReportSet(reports=[report], sources=[ROOT / "r.xml"])
+
+
+NASTY = ["a|b", "line\nbreak", "<script>alert(1)</script>", "x[1]", "x[2]", "&amp"]
+
+
+def test_case_and_kernel_names_render_as_text_and_stay_their_own_rows():
+    cells = [_cell(name) for name in NASTY]
+    cells.append(_cell("n1", Outcome.FAILED, kernel="bad|<b>", message="got <1> | want\n2"))
+    page = _render(render_summary(_set(cells), targets=TARGETS))
+    assert "<script>" not in page and "<b>" not in page
+    folded = page[page.index("<details>") :]
+    for name in ("x[1]", "x[2]", "a|b", "&lt;script&gt;alert(1)&lt;/script&gt;", "&amp;amp"):
+        assert f"<td>{name}</td>" in folded, name  # each its own row, as text
+    grid = page[: page.index("<details>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", grid.split("<table>")[1], re.S)
+    assert all(len(re.findall(r"<t[dh]>", row)) == 2 for row in rows)  # no extra columns
+    assert "got &lt;1&gt; | want 2" in page  # the failure, on one line, as text
+
+
+def test_cases_sort_naturally_with_compile_first():
+    names = ["n1000003", "n100", "compile", "n5"]
+    page = render_summary(_set([_cell(n) for n in names]), targets=TARGETS)
+    folded = page[page.index("<details>") :]
+    order = [folded.index(f"<td>{name}</td>") for name in ("compile", "n5", "n100", "n1000003")]
+    assert order == sorted(order)
+    assert sorted(["k10", "k9", "k100"], key=natural_key) == ["k9", "k10", "k100"]
+
+
+def test_kernels_that_never_ran_are_one_line_that_says_why():
+    skipped = dict(outcome=Outcome.SKIPPED, skip_reason=SkipReason.NO_DEVICE)
+    cells = [_cell("compile", kernel=k) for k in ("a", "b", "c")]
+    cells += [_cell("n1", kernel=k, **skipped) for k in ("a", "b", "c")]
+    summary = render_summary(_set(cells), targets=TARGETS)
+    (line,) = [line for line in summary.splitlines() if "never ran" in line]
+    assert line.startswith("- ⏭️ 3 kernels never ran on any runner, skipped no-device (3 cells)")
+
+
+@pytest.mark.parametrize(
+    "outcomes", [[Outcome.PASSED] * 6, [Outcome.PASSED] * 5 + [Outcome.FAILED]]
+)
+def test_a_grid_cell_is_the_worst_outcome_and_its_count(outcomes):
+    cells = [_cell(f"n{i}", outcome) for i, outcome in enumerate(outcomes)]
+    summary = render_summary(_set(cells), targets=TARGETS)
+    expected = "✅ 6" if Outcome.FAILED not in outcomes else "❌ 1/6"
+    assert f"| k | {expected} |" in summary
