@@ -174,6 +174,7 @@ def _report(args) -> int:
         max_slowdown_pct=args.max_slowdown,
         strict=args.strict,
         artifact_targets=artifact_of,
+        device_peaks=dict(matrix.devices),
     )
     published = publish(options)
     for line in headline(published.report_set, published.verdicts):

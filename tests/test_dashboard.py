@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.build.matrix import load_matrix
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
@@ -196,7 +197,9 @@ def test_dashboard_in_chromium(browser, tmp_path):
     history = [("a1b2c3d", 1.04), ("e4f5a6b", 1.02), ("0c9d8e7", 0.97), ("f00dfee", 1.01)]
     trends = {trend_key: [(run, median * factor) for run, factor in history]}
     out = tmp_path / "dashboard.html"
-    out.write_text(render_dashboard(report_set, trends))
+    out.write_text(
+        render_dashboard(report_set, trends, [], load_matrix(ROOT / "matrix.yaml").devices)
+    )
 
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     errors: list[str] = []
@@ -286,3 +289,140 @@ def test_a_timed_cell_shows_the_clock_of_its_samples_and_the_throttled_ones():
     (record,) = json.loads(blob.group(1))
     assert record["properties"]["sm_clock_mhz"] == "1400"
     assert record["properties"]["throttled_samples"] == "3"
+
+
+def test_a_roofline_point_opens_its_cell_and_charts_escape_their_text(browser, tmp_path):
+    report_set = _h200()
+    peaks = load_matrix(ROOT / "matrix.yaml").devices
+    gemm = next(
+        c for c in report_set.cells if c.kernel == "wgmma_ws_gemm" and c.target == "sm_90a"
+        and c.throughput and c.throughput.tflops
+    )  # fmt: skip
+    index = report_set.cells.index(gemm)
+    half = dataclasses.replace(
+        gemm.throughput,
+        tflops=gemm.throughput.tflops / 3,
+        gbytes_per_s=gemm.throughput.gbytes_per_s / 3,
+    )
+    nasty = dataclasses.replace(gemm, case=NASTY, throughput=half)  # a point of its own
+    next(r for r in report_set.reports if r.target == "sm_90a").cells.append(nasty)
+    page_text = render_dashboard(report_set, {}, [], peaks)
+    assert "<script>alert" not in page_text
+    out = tmp_path / "dashboard.html"
+    out.write_text(page_text)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(out.as_uri())
+    captions = page.locator("#charts figcaption").all_inner_texts()
+    assert "sm_90a on NVIDIA H200: roofline" in captions
+    assert "sm_90a on NVIDIA H200: bandwidth" in captions
+    assert "kernel against its vendor baseline" in captions
+    point = page.locator(f'#charts .roofline circle[data-index="{index}"]')
+    assert point.count() == 1
+    point.click()
+    title = page.locator("#details-title").inner_text()
+    assert f"{gemm.classname} {gemm.name}" in title
+    assert point.evaluate("n => n.classList.contains('selected')")
+    bar = page.locator("#charts .vendor rect.bar").first
+    bar.click()
+    clicked = report_set.cells[int(bar.get_attribute("data-index"))]
+    assert f"{clicked.classname} {clicked.name}" in page.locator("#details-title").inner_text()
+    assert not errors, errors
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1024, 1600])
+def test_the_grid_fills_the_width_and_every_column_shows(browser, tmp_path, width):
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(_h200(), {}))
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(out.as_uri())
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways page
+    last = page.locator('#grid th.col[data-target="sm_100a"]').bounding_box()
+    details = page.locator("#details").bounding_box()
+    assert last["x"] + last["width"] <= details["x"]  # the last column, whole, beside the panel
+    grid = page.locator("#grid").bounding_box()
+    assert grid["width"] + details["width"] >= 0.9 * (width - 50)  # no empty gap beside them
+    page.close()
+
+
+def test_the_details_say_where_a_cell_ran_in_words(browser, tmp_path):
+    skipped = _cell(outcome=Outcome.SKIPPED, skip_reason=SkipReason.NO_DEVICE, timing=None)
+    no_gpu = dataclasses.replace(
+        skipped, provenance=dataclasses.replace(skipped.provenance, device=None)
+    )
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(_set([_cell(), no_gpu]), {}))
+    page = browser.new_page()
+    page.goto(out.as_uri())
+    page.locator('.cell[data-index="1"]').click()
+    assert page.locator("#details .where").inner_text() == "sm_90a on vm, no GPU"
+    page.locator('.cell[data-index="0"]').click()
+    assert page.locator("#details .where").inner_text() == "sm_90a on vm, GPU: NVIDIA H200"
+    page.close()
+
+
+def test_a_cell_s_trend_shows_both_stored_runs_its_baseline_and_verdict(browser, tmp_path):
+    from harness.report.history import History
+
+    history = History(tmp_path / "history.sqlite")
+    history.record(_h200(), "base1234")
+    now = _h200()
+    report = next(r for r in now.reports if r.target == "sm_90a")
+    at = next(i for i, c in enumerate(report.cells) if c.timing and c.timing.median_us > 100)
+    slow = report.cells[at]
+    samples = tuple(v * 1.10 for v in slow.timing.samples_us)
+    timing = dataclasses.replace(
+        slow.timing, median_us=slow.timing.median_us * 1.10, samples_us=samples
+    )
+    report.cells[at] = dataclasses.replace(slow, timing=timing)
+    history.record(now, "next5678")
+    verdicts = history.compare(now, "base1234")
+    trends = history.trends()
+    history.close()
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(now, trends, verdicts))
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(out.as_uri())
+    page.locator(f'.cell[data-index="{now.cells.index(report.cells[at])}"]').click()
+    trend = page.locator("#details-trend")
+    assert trend.locator("circle").count() == 2  # the baseline's run and this one
+    assert trend.locator("#details-trend-baseline").count() == 1
+    assert trend.locator("#details-trend-verdict").text_content() == "SLOWER 1.100"
+    page.close()
+
+
+def test_count_pills_follow_the_filters_and_a_hidden_cell_leaves_the_panel(browser, tmp_path):
+    report_set = _h200()
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(report_set, {}))
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(out.as_uri())
+    passed = page.locator('#counts [data-count="passed"] b')
+    assert passed.inner_text() == str(sum(c.outcome is Outcome.PASSED for c in report_set.cells))
+    page.select_option("#filter-target", "sm_100a")
+    in_sm100 = [c for c in report_set.cells if c.target == "sm_100a"]
+    assert passed.inner_text() == str(sum(c.outcome is Outcome.PASSED for c in in_sm100))
+    page.select_option("#filter-target", "")
+    first_sm80 = next(i for i, c in enumerate(report_set.cells) if c.target == "sm_80")
+    page.locator(f'.cell[data-index="{first_sm80}"]').click()
+    assert page.locator("#details-title").count() == 1
+    page.select_option("#filter-target", "sm_90a")
+    assert page.locator("#details-title").count() == 0
+    assert "hidden by the filters" in page.locator("#details").inner_text()
+    page.close()
+
+
+def test_the_nvcc_command_wraps_inside_the_log_box(browser, tmp_path):
+    report_set = _h200()
+    compiled = next(i for i, c in enumerate(report_set.cells) if c.case == "compile" and c.detail)
+    out = tmp_path / "dashboard.html"
+    out.write_text(render_dashboard(report_set, {}))
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(out.as_uri())
+    page.locator(f'.cell[data-index="{compiled}"]').click()
+    log = page.locator("#details-log")
+    assert "nvcc" in log.inner_text()
+    assert log.evaluate("n => n.scrollWidth <= n.clientWidth")  # nothing hidden off to the side
+    page.close()

@@ -49,6 +49,26 @@
       row.classList.toggle("filtered", !chaptersShown.has(row.dataset.chapter));
     });
     $("visible-count").textContent = `showing ${shown} of ${CELLS.length} cells`;
+    // The count pills count what the chapter and target filters leave (the outcome filter is
+    // what the pills choose between, so it does not narrow them).
+    const counted = {};
+    document.querySelectorAll("#grid .cell").forEach((node) => {
+      if ((chapter && node.dataset.chapter !== chapter) || (target && node.dataset.target !== target)) return;
+      const keys = [node.dataset.outcome];
+      if (node.dataset.skipReason) keys.push(`skipped:${node.dataset.skipReason}`);
+      keys.forEach((k) => { counted[k] = (counted[k] || 0) + 1; });
+    });
+    document.querySelectorAll("#counts [data-count]").forEach((chip) => {
+      const n = counted[chip.dataset.count] || 0;
+      chip.querySelector("b").textContent = String(n);
+      chip.classList.toggle("zero", n === 0);
+    });
+    // A cell the filters hide leaves the details panel.
+    const selected = document.querySelector("#grid .cell.selected");
+    if (selected && selected.classList.contains("filtered")) {
+      selected.classList.remove("selected");
+      $("details").replaceChildren(el("p", { class: "hint" }, "The selected cell is hidden by the filters."));
+    }
   }
 
   function el(tag, attrs, text) {
@@ -106,11 +126,13 @@
     return root;
   }
 
-  function sparkline(trend, current) {
+  function sparkline(trend, current, verdict) {
     const points = trend.filter((p) => typeof p[1] === "number");
     if (!points.length) return el("p", { class: "none" }, "no stored history for this cell");
     const W = 440, H = 110, left = 70, right = 16, top = 14, bottom = 22;
-    const values = points.map((p) => p[1]).concat(Number.isFinite(current) ? [current] : []);
+    const baseline = verdict ? verdict.baseline_us : NaN;
+    const values = points.map((p) => p[1]).concat(Number.isFinite(current) ? [current] : [])
+      .concat(Number.isFinite(baseline) ? [baseline] : []);
     let lo = Math.min(...values), hi = Math.max(...values);
     if (hi === lo) { lo -= 0.5; hi += 0.5; }
     const x = (i) => (points.length === 1 ? (left + W - right) / 2 : left + (i / (points.length - 1)) * (W - left - right));
@@ -120,6 +142,12 @@
     root.appendChild(svg("text", { x: left - 6, y: y(lo) + 4, "text-anchor": "end" }, `${fmt(lo)} µs`));
     if (Number.isFinite(current)) {
       root.appendChild(svg("line", { x1: left, x2: W - right, y1: y(current), y2: y(current), stroke: "#c62828", "stroke-dasharray": "4 3" }));
+    }
+    if (Number.isFinite(baseline)) {
+      const mark = svg("line", { id: "details-trend-baseline", x1: left, x2: W - right, y1: y(baseline), y2: y(baseline), stroke: "#2e7d32", "stroke-dasharray": "2 2" });
+      mark.appendChild(svg("title", {}, `baseline ${fmt(baseline)} µs: ${verdict.judgement} ${verdict.ratio.toFixed(3)}`));
+      root.appendChild(mark);
+      root.appendChild(svg("text", { id: "details-trend-verdict", x: W - right, y: y(baseline) - 4, "text-anchor": "end" }, `${verdict.judgement} ${verdict.ratio.toFixed(3)}`));
     }
     root.appendChild(svg("polyline", { points: points.map((p, i) => `${x(i)},${y(p[1])}`).join(" "), fill: "none", stroke: "#1565c0", "stroke-width": 2 }));
     points.forEach((p, i) => {
@@ -131,7 +159,7 @@
     if (points.length > 1) root.appendChild(svg("text", { x: W - right, y: H - 6, "text-anchor": "end" }, points[points.length - 1][0]));
     const wrap = el("div");
     wrap.appendChild(root);
-    const caption = `${points.length} stored run(s), oldest first` + (Number.isFinite(current) ? `; red dashed: this run, ${fmt(current)} µs` : "");
+    const caption = `${points.length} stored run(s), oldest first` + (Number.isFinite(current) ? `; red dashed: this run, ${fmt(current)} µs` : "") + (Number.isFinite(baseline) ? `; green dotted: the baseline, ${fmt(baseline)} µs` : "");
     wrap.appendChild(el("div", { class: "caption" }, caption));
     return wrap;
   }
@@ -140,10 +168,12 @@
     const cell = CELLS[index], panel = $("details"), props = cell.properties || {};
     document.querySelectorAll("#grid .cell.selected").forEach((n) => n.classList.remove("selected"));
     document.querySelector(`#grid .cell[data-index="${index}"]`).classList.add("selected");
+    document.querySelectorAll("#charts .selected").forEach((n) => n.classList.remove("selected"));
+    document.querySelectorAll(`#charts [data-index="${index}"]`).forEach((n) => n.classList.add("selected"));
     panel.replaceChildren();
     panel.dataset.index = index;
     panel.appendChild(el("h2", { id: "details-title" }, `${cell.classname} ${cell.name}`));
-    panel.appendChild(el("div", { class: "where" }, `${cell.column} on ${cell.device}`));
+    panel.appendChild(el("div", { class: "where" }, `${cell.target} on ${cell.runner}, ` + (cell.device ? `GPU: ${cell.device}` : "no GPU")));
     const label = cell.outcome === "skipped" && cell.skip_reason ? `skipped: ${cell.skip_reason}` : cell.outcome;
     const reason = cell.skip_reason ? ` reason-${cell.skip_reason}` : "";
     panel.appendChild(el("div", { id: "details-outcome", class: `badge outcome-${cell.outcome}${reason}` }, label));
@@ -173,14 +203,14 @@
     }
     panel.appendChild(el("h3", {}, "trend"));
     const trendBox = el("div", { id: "details-trend" });
-    trendBox.appendChild(sparkline(cell.trend || [], cell.timing ? cell.timing.median_us : NaN));
+    trendBox.appendChild(sparkline(cell.trend || [], cell.timing ? cell.timing.median_us : NaN, cell.verdict));
     panel.appendChild(trendBox);
     panel.appendChild(el("h3", {}, "log"));
     panel.appendChild(cell.detail ? el("pre", { id: "details-log" }, cell.detail) : el("p", { id: "details-log", class: "none" }, "(no nvcc log or traceback)"));
   }
 
   Object.values(filters).forEach((f) => f.addEventListener("change", applyFilters));
-  document.querySelectorAll("#grid .cell").forEach((node) => {
+  document.querySelectorAll("#grid .cell, #charts [data-index]").forEach((node) => {
     node.addEventListener("click", () => showDetails(Number(node.dataset.index)));
     node.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); showDetails(Number(node.dataset.index)); } });
   });

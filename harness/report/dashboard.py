@@ -8,7 +8,6 @@ JSON blob that dashboard.js turns into the details panel. No network, no externa
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -16,10 +15,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from string import Template
 
+import jinja2
+
+from harness.build.matrix import DevicePeaks
+from harness.report.charts import rooflines, vendor_bars
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
+from harness.report.summary import natural_key
 from harness.report.verdict import Verdict
 from harness.result import Cell
 
@@ -40,23 +43,38 @@ class _Column:
 
 
 def render_dashboard(
-    report_set: ReportSet, trends: Trends, verdicts: Sequence[Verdict] = ()
+    report_set: ReportSet,
+    trends: Trends,
+    verdicts: Sequence[Verdict] = (),
+    peaks: Mapping[str, DevicePeaks] | None = None,
 ) -> str:
+    """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines."""
     columns = _columns(report_set)
-    page = Template((_HERE / "dashboard.html").read_text())
-    return page.substitute(
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+    page = environment.get_template("dashboard.html")
+    return page.render(
         css=(_HERE / "dashboard.css").read_text(),
         js=(_HERE / "dashboard.js").read_text(),
         status=_status(report_set),
-        header=_header(report_set),
-        filters=_filters(report_set, columns),
-        grid=_grid(report_set, columns),
+        cell_count=len(report_set.cells),
+        chips=_chips(report_set),
+        problems=report_set.problems,
+        missing=report_set.missing_targets,
+        never_ran=report_set.never_ran(),
+        sources=", ".join(str(s) for s in report_set.sources) or "none",
+        selects=_selects(report_set, columns),
+        rooflines=rooflines(report_set.cells, peaks or {}),
+        vendor_bars=vendor_bars(report_set.cells),
+        columns=[_column_view(c) for c in columns],
+        width=len(columns) + 1,
+        chapters=_chapters(report_set, columns),
         data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
     )
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _target_order(target: str) -> tuple[int, str]:
@@ -68,72 +86,51 @@ def _columns(report_set: ReportSet) -> list[_Column]:
     columns: dict[str, _Column] = {}
     for cell in report_set.cells:
         column = columns.setdefault(cell.column, _Column(cell.column, cell.target, cell.runner))
-        column.devices.add(cell.provenance.device or "none")
+        column.devices.add(cell.provenance.device or "no GPU")
         column.counts[cell.outcome.value] += 1
     for target in report_set.missing_targets:
         columns.setdefault(target, _Column(target, target, missing=True))
     return sorted(columns.values(), key=lambda c: (_target_order(c.target), c.runner))
 
 
-def _status(report_set: ReportSet) -> str:
+def _status(report_set: ReportSet) -> dict[str, str]:
     counts = Counter(cell.outcome.value for cell in report_set.cells)
     bad = [f"{counts[o]} {o}" for o in ("failed", "error") if counts[o]]
     if bad or report_set.problems or report_set.missing_targets or not report_set.cells:
-        reasons = []
-        if bad:
-            reasons.extend(bad)
+        reasons = list(bad)
         if report_set.missing_targets:
             reasons.append(f"{len(report_set.missing_targets)} target(s) missing")
         if report_set.problems:
             reasons.append(f"{len(report_set.problems)} unreadable report(s)")
         if not report_set.cells:
             reasons.append("no cells")
-        return f'<div id="status" class="status bad">NOT OK: {_e(", ".join(reasons))}</div>'
+        return {"kind": "bad", "text": f"NOT OK: {', '.join(reasons)}"}
     if report_set.never_ran():
-        return '<div id="status" class="status warn">NO FAILURES, but kernels never ran</div>'
-    return '<div id="status" class="status ok">OK: nothing failed</div>'
+        return {"kind": "warn", "text": "NO FAILURES, but kernels never ran"}
+    return {"kind": "ok", "text": "OK: nothing failed"}
 
 
-def _header(report_set: ReportSet) -> str:
+def _chips(report_set: ReportSet) -> list[dict]:
     outcomes = Counter(cell.outcome.value for cell in report_set.cells)
     reasons = Counter(c.skip_reason.value for c in report_set.cells if c.skip_reason)
-    chips = [f'<span class="chip total">{len(report_set.cells)} cells</span>']
-    for outcome in (*OUTCOMES, *sorted(set(outcomes) - set(OUTCOMES))):
-        zero = "" if outcomes[outcome] else " zero"
-        chips.append(
-            f'<span class="chip outcome-{_slug(outcome)}{zero}" data-count="{_e(outcome)}">'
-            f"{_e(outcome)} <b>{outcomes[outcome]}</b></span>"
-        )
-    for reason, count in sorted(reasons.items()):
-        chips.append(
-            f'<span class="chip outcome-skipped reason-{_slug(reason)}" data-count="skipped:'
-            f'{_e(reason)}">skipped: {_e(reason)} <b>{count}</b></span>'
-        )
-    parts = [f'<div id="counts">{"".join(chips)}</div>']
-    if report_set.problems:
-        items = "".join(f"<li>{_e(p)}</li>" for p in report_set.problems)
-        parts.append(
-            f'<div id="problems" class="banner bad"><b>{len(report_set.problems)} report '
-            f"problem(s), their cells are not shown:</b><ul>{items}</ul></div>"
-        )
-    if report_set.missing_targets:
-        names = ", ".join(report_set.missing_targets)
-        parts.append(
-            f'<div id="missing" class="banner bad"><b>MISSING targets: {_e(names)}</b> — no '
-            "report was read for them; their columns are marked MISSING, not passed.</div>"
-        )
-    never = report_set.never_ran()
-    if never:
-        parts.append(
-            f'<div id="never-ran" class="banner warn"><b>{len(never)} kernel(s) never ran</b> '
-            f"on any target (every run cell skipped or errored): {_e(', '.join(never))}</div>"
-        )
-    sources = ", ".join(str(s) for s in report_set.sources) or "none"
-    parts.append(f'<div class="sources">reports read: {_e(sources)}</div>')
-    return "\n".join(parts)
+    chips = [
+        {"slug": _slug(o), "reason": "", "key": o, "label": o, "count": outcomes[o]}
+        for o in (*OUTCOMES, *sorted(set(outcomes) - set(OUTCOMES)))
+    ]
+    chips += [
+        {
+            "slug": "skipped",
+            "reason": _slug(reason),
+            "key": f"skipped:{reason}",
+            "label": f"skipped: {reason}",
+            "count": count,
+        }
+        for reason, count in sorted(reasons.items())
+    ]
+    return chips
 
 
-def _filters(report_set: ReportSet, columns: list[_Column]) -> str:
+def _selects(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
     chapters = sorted({cell.chapter for cell in report_set.cells})
     targets = sorted({c.target for c in columns}, key=_target_order)
     outcomes = sorted({c.outcome.value for c in report_set.cells}, key=_outcome_order)
@@ -141,120 +138,120 @@ def _filters(report_set: ReportSet, columns: list[_Column]) -> str:
     outcome_options = [("", "all outcomes"), ("not-passed", "not passed")]
     outcome_options += [(o, o) for o in outcomes]
     outcome_options += [(f"skipped:{r}", f"skipped: {r}") for r in reasons]
-    return "\n".join(
-        [
-            _select(
-                "filter-chapter", "chapter", [("", "all chapters")] + [(c, c) for c in chapters]
-            ),
-            _select("filter-target", "target", [("", "all targets")] + [(t, t) for t in targets]),
-            _select("filter-outcome", "outcome", outcome_options),
-            '<span id="visible-count"></span>',
-        ]
-    )
+    return [
+        {
+            "id": "filter-chapter",
+            "label": "chapter",
+            "options": [("", "all chapters")] + [(c, c) for c in chapters],
+        },
+        {
+            "id": "filter-target",
+            "label": "target",
+            "options": [("", "all targets")] + [(t, t) for t in targets],
+        },
+        {"id": "filter-outcome", "label": "outcome", "options": outcome_options},
+    ]
 
 
 def _outcome_order(outcome: str) -> int:
     return OUTCOMES.index(outcome) if outcome in OUTCOMES else len(OUTCOMES)
 
 
-def _select(id_: str, label: str, options: list[tuple[str, str]]) -> str:
-    body = "".join(f'<option value="{_e(v)}">{_e(text)}</option>' for v, text in options)
-    return f'<label>{_e(label)} <select id="{id_}">{body}</select></label>'
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower())
 
 
-def _grid(report_set: ReportSet, columns: list[_Column]) -> str:
-    # chapter -> kernel -> case -> column -> [cell index]; cases keep report order, compile first
+def _column_view(column: _Column) -> dict:
+    counts = ", ".join(f"{column.counts[o]} {o}" for o in sorted(column.counts, key=_outcome_order))
+    return {
+        "missing": column.missing,
+        "target": column.target,
+        "runner": column.runner,
+        "devices": ", ".join(sorted(column.devices)),
+        "counts": counts,
+    }
+
+
+def _chapters(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
+    """chapter -> kernel -> rows (compile first, then cases in natural order) -> a slot per
+    column, each with its cells."""
     tree: dict[str, dict[str, dict[str, dict[str, list[int]]]]] = {}
     for index, cell in enumerate(report_set.cells):
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
         cases.setdefault(cell.row, {}).setdefault(cell.column, []).append(index)
     never = set(report_set.never_ran())
-    width = len(columns) + 1
-    head = "".join(_column_head(c) for c in columns)
-    body = []
-    for chapter in sorted(tree):
-        ch = _e(chapter)
-        body.append(
-            f'<tr class="chapter-row" data-chapter="{ch}"><th colspan="{width}">{ch}</th></tr>'
-        )
-        for kernel in sorted(tree[chapter]):
-            classname = f"{chapter}.{kernel}"
-            flag = '<span class="flag">never ran</span>' if classname in never else ""
-            body.append(
-                f'<tr class="kernel-row" data-chapter="{ch}" data-kernel="{_e(classname)}">'
-                f'<th colspan="{width}">{_e(kernel)}{flag}</th></tr>'
-            )
+    chapters = []
+    for chapter in sorted(tree, key=natural_key):
+        kernels = []
+        for kernel in sorted(tree[chapter], key=natural_key):
             cases = tree[chapter][kernel]
-            for case in sorted(cases, key=lambda c: c not in ("spec", "compile")):
-                slots = "".join(
-                    _slot(report_set.cells, column, cases[case].get(column.key, []))
-                    for column in columns
+            rows = [
+                {
+                    "case": case,
+                    "slots": [
+                        {
+                            "missing": column.missing,
+                            "target": column.target,
+                            "cells": [
+                                _cell_view(i, report_set.cells[i])
+                                for i in cases[case].get(column.key, [])
+                            ],
+                        }
+                        for column in columns
+                    ],
+                }
+                for case in sorted(
+                    cases, key=lambda c: (c not in ("spec", "compile"), natural_key(c))
                 )
-                body.append(
-                    f'<tr class="case-row" data-chapter="{ch}" data-kernel="{_e(classname)}">'
-                    f'<th class="case">{_e(case)}</th>{slots}</tr>'
-                )
-    return (
-        f'<table id="grid"><thead><tr><th class="corner">kernel / case</th>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
-    )
+            ]
+            classname = f"{chapter}.{kernel}"
+            kernels.append(
+                {
+                    "name": kernel,
+                    "classname": classname,
+                    "never_ran": classname in never,
+                    "rows": rows,
+                }
+            )
+        chapters.append({"name": chapter, "kernels": kernels})
+    return chapters
 
 
-def _column_head(column: _Column) -> str:
-    target = _e(column.target)
-    if column.missing:
-        return (
-            f'<th class="col missing" data-target="{target}">{target}'
-            '<div class="sub">MISSING: no report</div></th>'
-        )
-    devices = ", ".join(sorted(column.devices))
-    counts = ", ".join(f"{column.counts[o]} {o}" for o in sorted(column.counts, key=_outcome_order))
-    return (
-        f'<th class="col" data-target="{target}">{target}'
-        f'<div class="sub">{_e(column.runner)} · {_e(devices)}</div>'
-        f'<div class="sub">{_e(counts)}</div></th>'
-    )
-
-
-def _slot(cells: list[Cell], column: _Column, indices: list[int]) -> str:
-    target = _e(column.target)
-    if column.missing:
-        return f'<td class="slot missing" data-target="{target}"><div>MISSING</div></td>'
-    if not indices:
-        return f'<td class="slot absent" data-target="{target}"><div>&ndash;</div></td>'
-    inner = "".join(_cell(i, cells[i]) for i in indices)
-    return f'<td class="slot" data-target="{target}">{inner}</td>'
-
-
-def _cell(index: int, cell: Cell) -> str:
+def _cell_view(index: int, cell: Cell) -> dict:
     outcome = cell.outcome.value
     skip_reason = cell.skip_reason.value if cell.skip_reason else ""
-    label = f"skipped: {skip_reason}" if skip_reason else outcome
     lines = []
     registers = cell.compile.worst("registers") if cell.compile else None
     if cell.median_us is not None:
-        lines.append(f'<span class="time">{_fmt_us(cell.median_us)}</span>')
+        lines.append({"kind": "time", "text": _fmt_us(cell.median_us), "spill": ""})
         if cell.throughput and cell.throughput.roofline_pct is not None:
-            lines.append(f'<span class="minor">{cell.throughput.roofline_pct:.1f}% roof</span>')
+            lines.append(
+                {"kind": "minor", "text": f"{cell.throughput.roofline_pct:.1f}% roof", "spill": ""}
+            )
     elif outcome == "passed" and registers is not None:
         spills = cell.compile.worst("spill_bytes")
-        extra = f' <span class="spill">spill {spills} B</span>' if spills else ""
-        lines.append(f'<span class="minor">{registers} reg{extra}</span>')
+        lines.append(
+            {
+                "kind": "minor",
+                "text": f"{registers} reg",
+                "spill": f"spill {spills} B" if spills else "",
+            }
+        )
     if outcome in ("failed", "error") and cell.message:
-        lines.append(f'<span class="why">{_e(cell.message.splitlines()[0][:80])}</span>')
-    reason = f" reason-{_slug(skip_reason)}" if skip_reason else ""
-    tip = f"{cell.classname} {cell.name} @ {cell.runner}: {cell.message or outcome}"
-    return (
-        f'<div class="cell outcome-{_slug(outcome)}{reason}" tabindex="0" data-index="{index}" '
-        f'data-chapter="{_e(cell.chapter)}" data-target="{_e(cell.target)}" '
-        f'data-column="{_e(cell.column)}" data-outcome="{_e(outcome)}" '
-        f'data-skip-reason="{_e(skip_reason)}" title="{_e(tip)}">'
-        f'<span class="label">{_e(label)}</span>{"".join(lines)}</div>'
-    )
+        lines.append({"kind": "why", "text": cell.message.splitlines()[0][:80], "spill": ""})
+    return {
+        "index": index,
+        "slug": _slug(outcome),
+        "reason_slug": _slug(skip_reason) if skip_reason else "",
+        "chapter": cell.chapter,
+        "target": cell.target,
+        "column": cell.column,
+        "outcome": outcome,
+        "skip_reason": skip_reason,
+        "tip": f"{cell.classname} {cell.name} @ {cell.runner}: {cell.message or outcome}",
+        "label": f"skipped: {skip_reason}" if skip_reason else outcome,
+        "lines": lines,
+    }
 
 
 def _fmt_us(value: float) -> str:
@@ -271,7 +268,7 @@ def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict
             "column": c.column,
             "target": c.target,
             "runner": c.runner,
-            "device": c.provenance.device or "none",
+            "device": c.provenance.device,
             "outcome": c.outcome.value,
             "skip_reason": c.skip_reason.value if c.skip_reason else None,
             "message": c.message,

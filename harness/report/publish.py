@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.build.matrix import DevicePeaks
 from harness.report.dashboard import render_dashboard
 from harness.report.history import HistoryError, open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
@@ -25,6 +26,7 @@ class PublishOptions:
     strict: bool = False  # a kernel that never ran fails the exit code
     # A report's file -> the target of the artifact (CI job) it came in: it must be that one's.
     artifact_targets: dict[Path, str] = field(default_factory=dict)
+    device_peaks: dict[str, DevicePeaks] = field(default_factory=dict)  # for the rooflines
 
 
 @dataclass
@@ -54,7 +56,8 @@ def publish(options: PublishOptions) -> Published:
         report_set, verdicts, [*remarks, *unfinished], options.expected_targets
     )
     (out / "summary.md").write_text(summary)
-    (out / "dashboard.html").write_text(render_dashboard(report_set, trends, verdicts))
+    page = render_dashboard(report_set, trends, verdicts, options.device_peaks)
+    (out / "dashboard.html").write_text(page)
     if options.max_slowdown_pct is not None:
         for verdict in verdicts:
             if (

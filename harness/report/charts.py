@@ -1,0 +1,195 @@
+"""What the dashboard draws, as numbers for charts.html: rooflines per target and device, and the
+vendor ratios. Geometry only; the template renders (and escapes) it.
+
+A cell that counts flops is a point at its arithmetic intensity (flops per byte of its work())
+and its TFLOPS, under the device's roofs: memory bandwidth times intensity, and the fp32 and
+bf16 tensor-core peaks of matrix.yaml. A cell that counts bytes only has no intensity: it is a
+point of the bandwidth chart, its GB/s against the bytes it moves, under the memory peak.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from harness.build.matrix import DevicePeaks
+from harness.result import Cell, Outcome
+
+PALETTE = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#ad1457")
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 320, 64, 16, 12, 40
+
+
+class _LogAxis:
+    def __init__(self, low: float, high: float, start: float, length: float, flip: bool):
+        self.low, self.high = math.log10(low), math.log10(high)
+        self.start, self.length, self.flip = start, length, flip
+
+    def __call__(self, value: float) -> float:
+        share = (math.log10(value) - self.low) / (self.high - self.low)
+        return round(self.start + (1 - share if self.flip else share) * self.length, 1)
+
+    def ticks(self) -> list[dict]:
+        first, last = math.ceil(self.low), math.floor(self.high)
+        return [{"at": self(10.0**p), "label": _power(p)} for p in range(first, last + 1)]
+
+
+def _power(exponent: int) -> str:
+    return f"{10.0**exponent:g}" if -3 <= exponent <= 4 else f"1e{exponent}"
+
+
+def _timed(cells: Iterable[Cell]) -> list[tuple[int, Cell]]:
+    return [
+        (index, cell)
+        for index, cell in enumerate(cells)
+        if cell.outcome is Outcome.PASSED and cell.throughput and cell.median_us
+    ]
+
+
+def rooflines(cells: list[Cell], peaks: Mapping[str, DevicePeaks]) -> list[dict]:
+    """Per (target, device) with peaks: the roofline of its flop-counting cells and the
+    bandwidth chart of its byte-only cells, each where it has points."""
+    groups: dict[tuple[str, str], list[tuple[int, Cell]]] = {}
+    for index, cell in _timed(cells):
+        if cell.provenance.device in peaks:
+            groups.setdefault((cell.target, cell.provenance.device), []).append((index, cell))
+    chapters = sorted({cell.chapter for cell in cells})
+    colours = {chapter: PALETTE[i % len(PALETTE)] for i, chapter in enumerate(chapters)}
+    charts = []
+    for (target, device), members in sorted(groups.items()):
+        peak = peaks[device]
+        with_flops = [
+            (i, c) for i, c in members if c.throughput.tflops and c.throughput.gbytes_per_s
+        ]
+        bytes_only = [
+            (i, c) for i, c in members if c.throughput.tflops is None and c.throughput.gbytes_per_s
+        ]
+        if with_flops:
+            charts.append(_roofline(target, device, peak, with_flops, colours))
+        if bytes_only:
+            charts.append(_bandwidth(target, device, peak, bytes_only, colours))
+    return charts
+
+
+def _frame(title: str, target: str, x_label: str, y_label: str) -> dict:
+    return {
+        "title": title,
+        "target": target,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "top": TOP,
+        "plot_w": WIDTH - LEFT - RIGHT,
+        "plot_h": HEIGHT - TOP - BOTTOM,
+        "x_label": x_label,
+        "y_label": y_label,
+    }
+
+
+def _roofline(target, device, peak: DevicePeaks, members, colours) -> dict:
+    intensity = {i: c.throughput.tflops * 1e3 / c.throughput.gbytes_per_s for i, c in members}
+    ridge = peak.bf16_tensor_tflops * 1e3 / peak.memory_gb_per_s
+    x_low = min(min(intensity.values()), peak.fp32_tflops * 1e3 / peak.memory_gb_per_s) / 4
+    x_high = max(max(intensity.values()), ridge) * 4
+    y_low = min(c.throughput.tflops for _, c in members) / 4
+    y_high = peak.bf16_tensor_tflops * 2
+    chart = _frame(f"{target} on {device}: roofline", target, "flops per byte", "TFLOPS (log)")
+    x = _LogAxis(x_low, x_high, LEFT, chart["plot_w"], flip=False)
+    y = _LogAxis(y_low, y_high, TOP, chart["plot_h"], flip=True)
+    roofs = []
+    for kind, tflops in (("fp32", peak.fp32_tflops), ("bf16", peak.bf16_tensor_tflops)):
+        knee = tflops * 1e3 / peak.memory_gb_per_s  # where bandwidth stops being the limit
+        start = max(x_low, y_low * 1e3 / peak.memory_gb_per_s)
+        points = [(start, start * peak.memory_gb_per_s / 1e3), (knee, tflops), (x_high, tflops)]
+        roofs.append(
+            {
+                "kind": kind,
+                "points": " ".join(f"{x(a)},{y(b)}" for a, b in points),
+                "label": f"{kind} {tflops:g} TFLOPS · {peak.memory_gb_per_s:g} GB/s",
+                "label_x": WIDTH - RIGHT - 4,
+                "label_y": y(tflops) - 4,
+            }
+        )
+    chart.update(
+        x_ticks=x.ticks(),
+        y_ticks=y.ticks(),
+        roofs=roofs,
+        points=[
+            {
+                "index": i,
+                "x": x(intensity[i]),
+                "y": y(c.throughput.tflops),
+                "colour": colours[c.chapter],
+                "name": f"{c.classname} {c.name} @ {c.runner}: {c.throughput.tflops:.1f} TFLOPS "
+                f"at {intensity[i]:.3g} flop/B",
+            }
+            for i, c in members
+        ],
+        legend=sorted({(c.chapter, colours[c.chapter]) for _, c in members}),
+    )
+    return chart
+
+
+def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
+    moved = {i: c.throughput.gbytes_per_s * 1e9 * c.median_us * 1e-6 for i, c in members}
+    chart = _frame(f"{target} on {device}: bandwidth", target, "bytes moved (log)", "GB/s (log)")
+    x = _LogAxis(min(moved.values()) / 4, max(moved.values()) * 4, LEFT, chart["plot_w"], False)
+    y_low = min(c.throughput.gbytes_per_s for _, c in members) / 4
+    y = _LogAxis(y_low, peak.memory_gb_per_s * 2, TOP, chart["plot_h"], flip=True)
+    roof = {
+        "kind": "memory",
+        "points": f"{LEFT},{y(peak.memory_gb_per_s)} {WIDTH - RIGHT},{y(peak.memory_gb_per_s)}",
+        "label": f"memory peak {peak.memory_gb_per_s:g} GB/s",
+        "label_x": WIDTH - RIGHT - 4,
+        "label_y": y(peak.memory_gb_per_s) - 4,
+    }
+    chart.update(
+        x_ticks=x.ticks(),
+        y_ticks=y.ticks(),
+        roofs=[roof],
+        points=[
+            {
+                "index": i,
+                "x": x(moved[i]),
+                "y": y(c.throughput.gbytes_per_s),
+                "colour": colours[c.chapter],
+                "name": f"{c.classname} {c.name} @ {c.runner}: "
+                f"{c.throughput.gbytes_per_s:.0f} GB/s",
+            }
+            for i, c in members
+        ],
+        legend=sorted({(c.chapter, colours[c.chapter]) for _, c in members}),
+    )
+    return chart
+
+
+def vendor_bars(cells: list[Cell]) -> dict | None:
+    """A bar per cell timed beside its vendor baseline: vendor time / kernel time."""
+    judged = [
+        (i, c)
+        for i, c in _timed(cells)
+        if c.vendor is not None and c.vendor.ratio is not None and c.vendor.ratio > 0
+    ]
+    if not judged:
+        return None
+    runners = {c.runner for _, c in judged}
+    left, scale_w = 330, WIDTH - 330 + 140
+    most = max(max(c.vendor.ratio for _, c in judged), 1.0) * 1.1
+    bars = [
+        {
+            "index": i,
+            "name": f"{c.kernel} {c.name}" + (f" @ {c.runner}" if len(runners) > 1 else ""),
+            "y": 6 + row * 22,
+            "w": round(c.vendor.ratio / most * scale_w, 1),
+            "kind": "faster" if c.vendor.ratio >= 1 else "slower",
+            "text": f"{c.vendor.ratio:.2f} ({c.vendor.library})",
+        }
+        for row, (i, c) in enumerate(judged)
+    ]
+    return {
+        "title": "kernel against its vendor baseline",
+        "width": WIDTH + 200,
+        "height": 6 + 22 * len(bars) + 24,
+        "left": left,
+        "parity_x": round(left + scale_w / most, 1),
+        "bars": bars,
+    }
