@@ -390,6 +390,9 @@ def test_a_cell_s_trend_shows_both_stored_runs_its_baseline_and_verdict(browser,
     assert trend.locator("circle").count() == 2  # the baseline's run and this one
     assert trend.locator("#details-trend-baseline").count() == 1
     assert trend.locator("#details-trend-verdict").text_content() == "SLOWER 1.100"
+    grid_cell = page.locator(f'.cell[data-index="{now.cells.index(report.cells[at])}"]')
+    assert grid_cell.locator(".verdict.slower").inner_text() == "SLOWER 1.100"  # seen in the grid
+    assert page.locator("#grid .verdict").count() == 1  # the SAME cells carry no mark
     page.close()
 
 

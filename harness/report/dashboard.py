@@ -23,7 +23,7 @@ from harness.report.charts import rooflines, vendor_bars
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
 from harness.report.summary import natural_key
-from harness.report.verdict import Verdict
+from harness.report.verdict import Judgement, Verdict
 from harness.result import Cell
 
 _HERE = Path(__file__).parent
@@ -72,7 +72,7 @@ def render_dashboard(
         vendor_bars=vendor_bars(report_set.cells),
         columns=[_column_view(c) for c in columns],
         width=len(columns) + 1,
-        chapters=_chapters(report_set, columns),
+        chapters=_chapters(report_set, columns, {id(v.cell): v for v in verdicts}),
         data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
     )
 
@@ -172,7 +172,9 @@ def _column_view(column: _Column) -> dict:
     }
 
 
-def _chapters(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
+def _chapters(
+    report_set: ReportSet, columns: list[_Column], verdicts: Mapping[int, Verdict]
+) -> list[dict]:
     """chapter -> kernel -> rows (compile first, then cases in natural order) -> a slot per
     column, each with its cells."""
     tree: dict[str, dict[str, dict[str, dict[str, list[int]]]]] = {}
@@ -193,7 +195,7 @@ def _chapters(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
                             "missing": column.missing,
                             "target": column.target,
                             "cells": [
-                                _cell_view(i, report_set.cells[i])
+                                _cell_view(i, report_set.cells[i], verdicts)
                                 for i in cases[case].get(column.key, [])
                             ],
                         }
@@ -217,7 +219,7 @@ def _chapters(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
     return chapters
 
 
-def _cell_view(index: int, cell: Cell) -> dict:
+def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> dict:
     outcome = cell.outcome.value
     skip_reason = cell.skip_reason.value if cell.skip_reason else ""
     lines = []
@@ -237,6 +239,11 @@ def _cell_view(index: int, cell: Cell) -> dict:
                 "spill": f"spill {spills} B" if spills else "",
             }
         )
+    verdict = verdicts.get(id(cell))
+    if verdict and verdict.judgement is not Judgement.SAME:
+        kind = f"verdict {verdict.judgement.value.lower()}"
+        text = f"{verdict.judgement.value} {verdict.ratio:.3f}"
+        lines.append({"kind": kind, "text": text, "spill": ""})
     if outcome in ("failed", "error") and cell.message:
         lines.append({"kind": "why", "text": cell.message.splitlines()[0][:80], "spill": ""})
     return {
