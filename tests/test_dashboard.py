@@ -429,3 +429,14 @@ def test_the_nvcc_command_wraps_inside_the_log_box(browser, tmp_path):
     assert "nvcc" in log.inner_text()
     assert log.evaluate("n => n.scrollWidth <= n.clientWidth")  # nothing hidden off to the side
     page.close()
+
+
+def test_the_page_carries_each_cell_s_samples_as_bins_with_the_tail_apart():
+    from harness.report.dashboard import _histogram
+
+    samples = [10.0 + 0.01 * (i % 50) for i in range(500)] + [95.0]  # one preempted launch
+    binned = _histogram(samples)
+    assert binned["samples"] == 501 and binned["clipped"] == 1 and binned["largest"] == 95.0
+    assert sum(binned["counts"]) == 500 and len(binned["counts"]) == 23  # ceil(sqrt(500))
+    assert binned["low"] == 10.0 and binned["high"] < 95.0
+    assert _histogram([]) is None

@@ -87,19 +87,12 @@
 
   const fmt = (v) => (v >= 100 ? v.toFixed(1) : v >= 10 ? v.toFixed(2) : v.toFixed(3));
 
-  function histogram(samples, timing) {
-    const values = samples.filter((v) => typeof v === "number").sort((a, b) => a - b);
-    if (!values.length) return el("p", { class: "none" }, "no timing samples (the cell did not run)");
+  function histogram(binned, timing) {
+    // Binned by the page's maker (dashboard.py _histogram): low, high, counts, and the tail.
+    if (!binned) return el("p", { class: "none" }, "no timing samples (the cell did not run)");
     const W = 440, H = 140, pad = 22, top = 26;
-    const q = (p) => values[Math.min(values.length - 1, Math.floor(p * (values.length - 1)))];
-    // Clip the long tail (a preempted launch) so the body of the distribution stays readable.
-    const spread = Math.max(q(0.9) - q(0.1), 0.01 * q(0.5));
-    let lo = values[0], hi = Math.min(values[values.length - 1], q(0.5) + 6 * spread);
-    const shown = values.filter((v) => v <= hi), clipped = values.length - shown.length;
-    if (hi === lo) { lo -= 0.5; hi += 0.5; }
-    const bins = Math.min(40, Math.max(5, Math.ceil(Math.sqrt(shown.length))));
-    const counts = new Array(bins).fill(0);
-    shown.forEach((v) => { counts[Math.min(bins - 1, Math.floor(((v - lo) / (hi - lo)) * bins))] += 1; });
+    const lo = binned.low, hi = binned.high, counts = binned.counts, bins = counts.length;
+    const clipped = binned.clipped;
     const peak = Math.max(...counts), bw = (W - 2 * pad) / bins;
     const x = (v) => pad + ((v - lo) / (hi - lo)) * (W - 2 * pad);
     const root = svg("svg", { id: "details-hist", width: W, height: H, viewBox: `0 0 ${W} ${H}` });
@@ -121,7 +114,7 @@
     root.appendChild(svg("line", { x1: pad, x2: W - pad, y1: H - pad, y2: H - pad, stroke: "#8a949e" }));
     root.appendChild(svg("text", { x: pad, y: H - 6 }, `${fmt(lo)} µs`));
     root.appendChild(svg("text", { x: W - pad, y: H - 6, "text-anchor": "end" }, `${fmt(hi)} µs`));
-    const note = clipped ? `${values.length} samples; ${clipped} above, up to ${fmt(values[values.length - 1])} µs` : `${values.length} samples`;
+    const note = clipped ? `${binned.samples} samples; ${clipped} above, up to ${fmt(binned.largest)} µs` : `${binned.samples} samples`;
     root.appendChild(svg("text", { x: W / 2, y: H - 6, "text-anchor": "middle" }, note));
     return root;
   }
@@ -194,7 +187,7 @@
     });
     panel.appendChild(keys.length ? table : el("p", { class: "none" }, "(no properties)"));
     panel.appendChild(el("h3", {}, "timing distribution"));
-    panel.appendChild(histogram(cell.samples_us || [], cell.timing));
+    panel.appendChild(histogram(cell.histogram, cell.timing));
     if (cell.verdict) {
       const v = cell.verdict;
       const cause = v.judgement === "SLOWER" ? (v.same_binary ? "; the same binary: the environment" : "; the binary changed") : "";

@@ -288,7 +288,7 @@ def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict
                 "p10_us": c.timing.p10_us,
                 "p90_us": c.timing.p90_us,
             },
-            "samples_us": [_finite(v) for v in c.timing.samples_us] if c.timing else [],
+            "histogram": _histogram(c.timing.samples_us) if c.timing else None,
             "trend": [[str(run), _finite(v)] for run, v in trends.get(_trend_key(c), ())],
             "verdict": _verdict(verdicts.get(id(c))),
         }
@@ -297,6 +297,36 @@ def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict
     text = json.dumps(records, separators=(",", ":"), allow_nan=False)
     # Nothing in the blob may close the <script> element or start a comment inside it.
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _histogram(samples: Sequence[float]) -> dict | None:
+    """The samples binned for the details panel (hundreds of samples per cell, thousands of
+    cells: the page carries bins, not samples). The long tail past six spreads of the p10-p90
+    above the median (a preempted launch) is counted apart, so the body stays readable."""
+    values = sorted(v for v in samples if math.isfinite(v))
+    if not values:
+        return None
+
+    def q(share: float) -> float:
+        return values[min(len(values) - 1, math.floor(share * (len(values) - 1)))]
+
+    spread = max(q(0.9) - q(0.1), 0.01 * q(0.5))
+    low, high = values[0], min(values[-1], q(0.5) + 6 * spread)
+    shown = [v for v in values if v <= high]
+    if high == low:
+        low, high = low - 0.5, high + 0.5
+    bins = min(40, max(5, math.ceil(math.sqrt(len(shown)))))
+    counts = [0] * bins
+    for value in shown:
+        counts[min(bins - 1, math.floor((value - low) / (high - low) * bins))] += 1
+    return {
+        "low": low,
+        "high": high,
+        "counts": counts,
+        "samples": len(values),
+        "clipped": len(values) - len(shown),
+        "largest": values[-1],
+    }
 
 
 def _finite(value: float) -> float | None:
