@@ -318,6 +318,15 @@ def test_a_roofline_point_opens_its_cell_and_charts_escape_their_text(browser, t
     assert "sm_90a on NVIDIA H200: roofline" in captions
     assert "sm_90a on NVIDIA H200: bandwidth" in captions
     assert "kernel against its vendor baseline" in captions
+    best = max(
+        (c for c in report_set.cells if c.target == "sm_90a" and c.throughput
+         and c.throughput.gbytes_per_s and c.throughput.tflops is None),
+        key=lambda c: c.throughput.gbytes_per_s,
+    )  # fmt: skip
+    measured = page.locator('#charts .roofline[data-target="sm_90a"] .roof.measured title')
+    assert measured.text_content() == (
+        f"best measured {best.throughput.gbytes_per_s:.0f} GB/s ({best.kernel} {best.case})"
+    )
     point = page.locator(f'#charts .roofline circle[data-index="{index}"]')
     assert point.count() == 1
     point.click()
@@ -440,3 +449,9 @@ def test_the_page_carries_each_cell_s_samples_as_bins_with_the_tail_apart():
     assert sum(binned["counts"]) == 500 and len(binned["counts"]) == 23  # ceil(sqrt(500))
     assert binned["low"] == 10.0 and binned["high"] < 95.0
     assert _histogram([]) is None
+
+
+def test_cases_named_like_junit_names_stay_their_own_rows():
+    page = render_dashboard(_set([_cell(case="x[1]"), _cell(case="x[2]")]), {})
+    rows = re.findall(r'<th class="case">(.*?)</th>', page)
+    assert rows == ["x[1]", "x[2]"]

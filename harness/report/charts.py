@@ -4,7 +4,8 @@ vendor ratios. Geometry only; the template renders (and escapes) it.
 A cell that counts flops is a point at its arithmetic intensity (flops per byte of its work())
 and its TFLOPS, under the device's roofs: memory bandwidth times intensity, and the fp32 and
 bf16 tensor-core peaks of matrix.yaml. A cell that counts bytes only has no intensity: it is a
-point of the bandwidth chart, its GB/s against the bytes it moves, under the memory peak.
+point of the bandwidth chart, its GB/s against the bytes it moves, under the memory peak and
+the best bandwidth any cell of that target and device reached (the copy bandwidth as measured).
 """
 
 from __future__ import annotations
@@ -142,10 +143,19 @@ def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
         "label_x": WIDTH - RIGHT - 4,
         "label_y": y(peak.memory_gb_per_s) - 4,
     }
+    _, best = max(members, key=lambda m: m[1].throughput.gbytes_per_s)
+    measured = best.throughput.gbytes_per_s
+    measured_roof = {
+        "kind": "measured",
+        "points": f"{LEFT},{y(measured)} {WIDTH - RIGHT},{y(measured)}",
+        "label": f"best measured {measured:.0f} GB/s ({best.kernel} {best.case})",
+        "label_x": WIDTH - RIGHT - 4,
+        "label_y": y(measured) + 12,
+    }
     chart.update(
         x_ticks=x.ticks(),
         y_ticks=y.ticks(),
-        roofs=[roof],
+        roofs=[roof, measured_roof],
         points=[
             {
                 "index": i,
