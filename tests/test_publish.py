@@ -333,3 +333,14 @@ def test_the_kept_planted_slowdown_is_judged_slower_as_a_code_change(tmp_path):
         "n67108864_vec4[sm_90a]" in judged.stderr and "% slower than the baseline" in judged.stderr
     )
     assert "the binary changed" in (out / "summary.md").read_text()
+
+
+def test_after_two_report_runs_every_timed_cell_has_a_trend_of_two(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    for commit in ("aaaa1111", "bbbb2222"):
+        assert _report(*KEPT, "--out", out, "--db", db, "--commit", commit).returncode == 0
+    page = (out / "dashboard.html").read_text()
+    blob = re.search(r'id="cells-data">(.*?)</script>', page, re.S).group(1)
+    records = json.loads(blob)
+    timed = [r for r in records if r["timing"]]
+    assert timed and all([run for run, _ in r["trend"]] == ["aaaa1111", "bbbb2222"] for r in timed)

@@ -121,7 +121,10 @@
 
   function sparkline(trend, current, verdict) {
     const points = trend.filter((p) => typeof p[1] === "number");
-    if (!points.length) return el("p", { class: "none" }, "no stored history for this cell");
+    if (!points.length) {
+      const why = Number.isFinite(current) ? "no stored run has this cell yet (this run is not stored: see --db)" : "no trend: the cell has no timing (only passed run cells are timed)";
+      return el("p", { class: "none" }, why);
+    }
     const W = 440, H = 110, left = 70, right = 16, top = 14, bottom = 22;
     const baseline = verdict ? verdict.baseline_us : NaN;
     const values = points.map((p) => p[1]).concat(Number.isFinite(current) ? [current] : [])
