@@ -90,7 +90,7 @@ TABLE = [
         "matrix.yaml names a bad arch",
         lambda work: _edit(work / "matrix.yaml", "sass: sm_90a", "sass: hopper"),
         2,
-        ["'hopper' is not an arch like sm_80 or sm_90a"],
+        ["'hopper' is not an arch like sm_80, sm_90a or sm_100f"],
     ),
     (
         "matrix.yaml names an arch nvcc does not know",

@@ -455,3 +455,11 @@ def test_cases_named_like_junit_names_stay_their_own_rows():
     page = render_dashboard(_set([_cell(case="x[1]"), _cell(case="x[2]")]), {})
     rows = re.findall(r'<th class="case">(.*?)</th>', page)
     assert rows == ["x[1]", "x[2]"]
+
+
+def test_a_column_no_runner_could_run_is_marked_compiled_only():
+    page = render_dashboard(_h200(), {})
+    header = re.search(r'<th class="col" data-target="sm_100a">.*?</th>', page, re.S).group(0)
+    assert "compiled and inspected only: no runner here has a GPU for it" in header
+    sm90 = re.search(r'<th class="col" data-target="sm_90a">.*?</th>', page, re.S).group(0)
+    assert "compiled and inspected only" not in sm90

@@ -221,3 +221,36 @@ def test_container_limits_are_read_and_checked(tmp_path, matrix):
     text = (ROOT / "matrix.yaml").read_text().replace('memory: "32g"', 'memory: "lots"')
     with pytest.raises(MatrixError, match=r"container.memory: 'lots' is not like 32g"):
         load_matrix(_written(tmp_path, text))
+
+
+FAMILY_TARGET = """  sm_100f:
+    sass: sm_100f
+    ptx: false
+    toolkit: "13.0"
+    session: sm100f
+    image: cuda-matrix-sm100f
+    runner_labels: [self-hosted, linux, x64, gpu-sm100]
+"""
+
+
+def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
+    tmp_path, toolchain, compile_cache
+):
+    from harness.commands.test import RunOptions, run_target
+    from harness.result import Outcome
+    from harness.run.device import NoDevice
+    from tests.conftest import PLANTED
+
+    text = (ROOT / "matrix.yaml").read_text().replace("\ntiming:", FAMILY_TARGET + "\ntiming:", 1)
+    (tmp_path / "matrix.yaml").write_text(text)
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    family = matrix.targets["sm_100f"]
+    assert family.cc == ComputeCapability(10, 0) and not family.arch_specific
+    assert family.gencode == "arch=compute_100f,code=[sm_100f]"
+    assert family.runs_on(ComputeCapability(10, 3)) == "sass"  # the family, from its own CC on
+    assert family.runs_on(ComputeCapability(9, 0)) is None
+    assert not family.expresses(RequireArch("sm_100a"))  # an `a` feature wants its `a` target
+    options = RunOptions(family, (PLANTED,), tmp_path / "r", compile_cache, False, "add_one")
+    (cell,) = run_target(matrix, options, toolchain, NoDevice("compile only")).cells
+    assert cell.case == "compile" and cell.outcome is Outcome.PASSED, cell.message
+    assert cell.compile.embedded == "arch=compute_100f,code=[sm_100f]"

@@ -94,3 +94,10 @@ def test_a_grid_cell_is_the_worst_outcome_and_its_count(outcomes):
     summary = render_summary(_set(cells), targets=TARGETS)
     expected = "✅ 6" if Outcome.FAILED not in outcomes else "❌ 1/6"
     assert f"| k | {expected} |" in summary
+
+
+def test_a_target_no_runner_could_run_says_it_was_compiled_and_inspected_only():
+    summary = render_summary(load_reports(H200, TARGETS), targets=TARGETS)
+    (line,) = [line for line in summary.splitlines() if "compiled and inspected only" in line]
+    assert line.startswith("- ⏭️ `sm_100a@vm`: compiled and inspected only (")
+    assert "run cells never ran: no runner of these reports has a GPU for that target" in line

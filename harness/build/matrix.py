@@ -16,7 +16,9 @@ import yaml
 
 from harness.spec import Math, RequireArch, Requirement
 
-SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)(a?)$")
+# sm_<major><minor>, then "a" (arch-specific: that CC exactly) or "f" (family-specific: the CCs
+# of its major family from its own on, such as sm_100f on CC 10.0 and 10.3), or plain.
+SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)([af]?)$")
 
 
 class Tool(enum.Enum):
@@ -295,7 +297,8 @@ def load_matrix(path: Path) -> Matrix:
         sass = reader.scalar(fields["sass"], f"{where}.sass", str)
         if not SASS_PATTERN.match(sass):
             raise reader.fail(
-                fields["sass"], f"{where}.sass: {sass!r} is not an arch like sm_80 or sm_90a"
+                fields["sass"],
+                f"{where}.sass: {sass!r} is not an arch like sm_80, sm_90a or sm_100f",
             )
         toolkit = reader.scalar(fields["toolkit"], f"{where}.toolkit", str)
         if toolkit not in toolkits:

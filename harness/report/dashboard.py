@@ -22,7 +22,7 @@ from harness.build.matrix import DevicePeaks
 from harness.report.charts import rooflines, vendor_bars
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
-from harness.report.summary import natural_key
+from harness.report.summary import compiled_only, natural_key
 from harness.report.verdict import Judgement, Verdict
 from harness.result import Cell
 
@@ -70,7 +70,7 @@ def render_dashboard(
         selects=_selects(report_set, columns),
         rooflines=rooflines(report_set.cells, peaks or {}),
         vendor_bars=vendor_bars(report_set.cells),
-        columns=[_column_view(c) for c in columns],
+        columns=[_column_view(c, compiled_only(report_set.cells)) for c in columns],
         width=len(columns) + 1,
         chapters=_chapters(report_set, columns, {id(v.cell): v for v in verdicts}),
         data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
@@ -161,8 +161,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower())
 
 
-def _column_view(column: _Column) -> dict:
+def _column_view(column: _Column, only_built: Mapping[str, tuple[int, int]]) -> dict:
     counts = ", ".join(f"{column.counts[o]} {o}" for o in sorted(column.counts, key=_outcome_order))
+    if column.key in only_built:
+        counts += " · compiled and inspected only: no runner here has a GPU for it"
     return {
         "missing": column.missing,
         "target": column.target,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from harness.report.merge import ReportSet
 from harness.report.verdict import Judgement, Verdict
-from harness.result import Cell, Outcome
+from harness.result import Cell, Outcome, SkipReason
 
 MARK = {
     Outcome.PASSED: "✅",
@@ -97,6 +97,23 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
     return f"- ⏭️ {len(kernels)} kernels never ran on any runner, skipped {why}: {names}"
 
 
+def compiled_only(cells: Iterable[Cell]) -> dict[str, tuple[int, int]]:
+    """Columns whose builds passed but none of whose run cells ran on a GPU (every one skipped
+    device-unsupported or target-unsupported): column -> (compile cells passed, run cells)."""
+    compiled: Counter = Counter()
+    runs: Counter = Counter()
+    ran: set[str] = set()
+    for cell in cells:
+        if cell.case == "compile":
+            compiled[cell.column] += cell.outcome is Outcome.PASSED
+        elif cell.case != "spec" and cell.tool is None:
+            runs[cell.column] += 1
+            unsupported = {SkipReason.DEVICE_UNSUPPORTED, SkipReason.TARGET_UNSUPPORTED}
+            if cell.outcome is not Outcome.SKIPPED or cell.skip_reason not in unsupported:
+                ran.add(cell.column)
+    return {c: (compiled[c], runs[c]) for c in runs if c not in ran and compiled[c]}
+
+
 def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[str]:
     """The counts, and the verdicts against the baseline when there are any."""
     counts = Counter(cell.outcome for cell in report_set.cells)
@@ -132,6 +149,11 @@ def render_summary(
     ]
     if never := _never_ran_line(report_set):
         notes.append(never)
+    for column, (built, runs) in compiled_only(report_set.cells).items():
+        notes.append(
+            f"- ⏭️ `{_md(column)}`: compiled and inspected only ({built} builds passed); its "
+            f"{runs} run cells never ran: no runner of these reports has a GPU for that target"
+        )
     notes += [f"- ⚠️ {_md(remark)}" for remark in remarks]
     if notes:
         lines += ["", *notes]
