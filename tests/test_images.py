@@ -320,6 +320,8 @@ def test_the_main_command_in_the_image_gives_the_host_s_cells(
     host = cells(on_host.cells)
     assert cells(in_container.cells) == host
     for (_, name), (outcome, reason, _) in host.items():
+        if reason is SkipReason.TARGET_UNSUPPORTED:  # an sm_100a kernel: neither builds it
+            continue
         if name.startswith("compile["):
             assert outcome is Outcome.PASSED, name
         else:
