@@ -186,7 +186,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
     fence_mbarrier_init();
     fence_proxy_async_smem();
   }
-  if (warp == 0) tmem_alloc(tmem_base_slot, kTmemColumns);
+  if (warp == 0) {
+    __syncwarp();  // tcgen05.alloc is .sync.aligned: the whole warp, converged, after lane 0's init
+    tmem_alloc(tmem_base_slot, kTmemColumns);
+  }
   // The allocation is a tcgen05 operation like any other: fence it around the block barrier
   // before other threads use the address it wrote.
   tcgen05_fence_before_sync();
