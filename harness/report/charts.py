@@ -86,6 +86,31 @@ def _frame(title: str, target: str, x_label: str, y_label: str) -> dict:
     }
 
 
+def _plotted(chart: dict, x: _LogAxis, y: _LogAxis, roofs: list[dict], points: list[dict]):
+    """Fills a framed chart with its axes' ticks, its roofs and its points."""
+    chart.update(x_ticks=x.ticks(), y_ticks=y.ticks(), roofs=roofs, points=points)
+    chart["legend"] = sorted({(p["chapter"], p["colour"]) for p in points})
+    return chart
+
+
+def _point(index: int, cell: Cell, x: float, y: float, colours, what: str) -> dict:
+    """One cell at (x, y), coloured by chapter; `what` ends the name a hover shows."""
+    name = f"{cell.classname} {cell.name} @ {cell.runner}: {what}"
+    colour = colours[cell.chapter]
+    return {"index": index, "x": x, "y": y, "colour": colour, "chapter": cell.chapter, "name": name}
+
+
+def _level(kind: str, y: float, label: str, below: bool = False) -> dict:
+    """A horizontal roof across the plot, labelled at its right end (above it, or below)."""
+    return {
+        "kind": kind,
+        "points": f"{LEFT},{y} {WIDTH - RIGHT},{y}",
+        "label": label,
+        "label_x": WIDTH - RIGHT - 4,
+        "label_y": y + 12 if below else y - 4,
+    }
+
+
 def _roofline(target, device, peak: DevicePeaks, members, colours) -> dict:
     intensity = {i: c.throughput.tflops * 1e3 / c.throughput.gbytes_per_s for i, c in members}
     ridge = peak.bf16_tensor_tflops * 1e3 / peak.memory_gb_per_s
@@ -110,24 +135,18 @@ def _roofline(target, device, peak: DevicePeaks, members, colours) -> dict:
                 "label_y": y(tflops) - 4,
             }
         )
-    chart.update(
-        x_ticks=x.ticks(),
-        y_ticks=y.ticks(),
-        roofs=roofs,
-        points=[
-            {
-                "index": i,
-                "x": x(intensity[i]),
-                "y": y(c.throughput.tflops),
-                "colour": colours[c.chapter],
-                "name": f"{c.classname} {c.name} @ {c.runner}: {c.throughput.tflops:.1f} TFLOPS "
-                f"at {intensity[i]:.3g} flop/B",
-            }
-            for i, c in members
-        ],
-        legend=sorted({(c.chapter, colours[c.chapter]) for _, c in members}),
-    )
-    return chart
+    points = [
+        _point(
+            i,
+            c,
+            x(intensity[i]),
+            y(c.throughput.tflops),
+            colours,
+            f"{c.throughput.tflops:.1f} TFLOPS at {intensity[i]:.3g} flop/B",
+        )
+        for i, c in members
+    ]
+    return _plotted(chart, x, y, roofs, points)
 
 
 def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
@@ -136,40 +155,29 @@ def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
     x = _LogAxis(min(moved.values()) / 4, max(moved.values()) * 4, LEFT, chart["plot_w"], False)
     y_low = min(c.throughput.gbytes_per_s for _, c in members) / 4
     y = _LogAxis(y_low, peak.memory_gb_per_s * 2, TOP, chart["plot_h"], flip=True)
-    roof = {
-        "kind": "memory",
-        "points": f"{LEFT},{y(peak.memory_gb_per_s)} {WIDTH - RIGHT},{y(peak.memory_gb_per_s)}",
-        "label": f"memory peak {peak.memory_gb_per_s:g} GB/s",
-        "label_x": WIDTH - RIGHT - 4,
-        "label_y": y(peak.memory_gb_per_s) - 4,
-    }
     _, best = max(members, key=lambda m: m[1].throughput.gbytes_per_s)
     measured = best.throughput.gbytes_per_s
-    measured_roof = {
-        "kind": "measured",
-        "points": f"{LEFT},{y(measured)} {WIDTH - RIGHT},{y(measured)}",
-        "label": f"best measured {measured:.0f} GB/s ({best.kernel} {best.case})",
-        "label_x": WIDTH - RIGHT - 4,
-        "label_y": y(measured) + 12,
-    }
-    chart.update(
-        x_ticks=x.ticks(),
-        y_ticks=y.ticks(),
-        roofs=[roof, measured_roof],
-        points=[
-            {
-                "index": i,
-                "x": x(moved[i]),
-                "y": y(c.throughput.gbytes_per_s),
-                "colour": colours[c.chapter],
-                "name": f"{c.classname} {c.name} @ {c.runner}: "
-                f"{c.throughput.gbytes_per_s:.0f} GB/s",
-            }
-            for i, c in members
-        ],
-        legend=sorted({(c.chapter, colours[c.chapter]) for _, c in members}),
-    )
-    return chart
+    roofs = [
+        _level("memory", y(peak.memory_gb_per_s), f"memory peak {peak.memory_gb_per_s:g} GB/s"),
+        _level(
+            "measured",
+            y(measured),
+            f"best measured {measured:.0f} GB/s ({best.kernel} {best.case})",
+            below=True,
+        ),
+    ]
+    points = [
+        _point(
+            i,
+            c,
+            x(moved[i]),
+            y(c.throughput.gbytes_per_s),
+            colours,
+            f"{c.throughput.gbytes_per_s:.0f} GB/s",
+        )
+        for i, c in members
+    ]
+    return _plotted(chart, x, y, roofs, points)
 
 
 def vendor_bars(cells: list[Cell]) -> dict | None:
