@@ -147,7 +147,15 @@ def _sanitize(args, matrix, target, toolchain, device) -> int:
 
 
 def _report(args) -> int:
-    from harness.report.publish import PublishOptions, publish
+    try:
+        from harness.report.publish import PublishOptions, publish
+    except ModuleNotFoundError as missing:  # a --no-venv environment without the report's needs
+        print(
+            f"error: report needs the Python package {missing.name!r}, which is not installed "
+            "here: pip install -r requirements.txt (or run nox -s report)",
+            file=sys.stderr,
+        )
+        return 2
     from harness.report.summary import headline
 
     try:

@@ -344,3 +344,16 @@ def test_after_two_report_runs_every_timed_cell_has_a_trend_of_two(tmp_path):
     records = json.loads(blob)
     timed = [r for r in records if r["timing"]]
     assert timed and all([run for run, _ in r["trend"]] == ["aaaa1111", "bbbb2222"] for r in timed)
+
+
+def test_report_without_jinja2_says_what_to_install_and_writes_nothing(tmp_path):
+    code = (
+        "import sys; sys.modules['jinja2'] = None; from harness.__main__ import main; "
+        f"sys.exit(main(['report', {str(KEPT[0])!r}, '--out', {str(tmp_path / 'out')!r}, "
+        f"'--db', {str(tmp_path / 'h.sqlite')!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "report needs the Python package 'jinja2'" in done.stderr
+    assert "pip install -r requirements.txt" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
