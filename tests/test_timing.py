@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from harness.build.matrix import TimingDefaults
-from harness.run.timing import measure, summarize
+from harness.run.timing import RunningNoise, measure, summarize
 
 
 class FakeEvent:
-    def __init__(self, ms):
+    def __init__(self, ms=0.0):
         self.ms = ms
 
     def __sub__(self, other):
@@ -19,19 +21,27 @@ class FakeEvent:
         pass
 
 
+class FakeDevice:
+    def create_event(self, options=None):
+        return FakeEvent()
+
+
 class FakeStream:
-    """Each run takes the next duration from `durations_ms`."""
+    """Each run takes the next duration from `durations_ms`; events are reused, as on a GPU."""
+
+    device = FakeDevice()
 
     def __init__(self, durations_ms):
         self.durations = iter(durations_ms)
         self.now = 0.0
         self.recording_end = False
 
-    def record(self, options=None):
+    def record(self, event, options=None):
         if self.recording_end:
             self.now += next(self.durations)
         self.recording_end = not self.recording_end
-        return FakeEvent(self.now)
+        event.ms = self.now
+        return event
 
     def sync(self):
         pass
@@ -101,9 +111,9 @@ class LoggingStream(FakeStream):
         super().__init__([1.0] * 100)
         self.log = log
 
-    def record(self, options=None):
+    def record(self, event, options=None):
         self.log.append("event")
-        return super().record(options)
+        return super().record(event, options)
 
 
 class LoggingBuffer(FakeBuffer):
@@ -217,3 +227,15 @@ def test_the_clock_is_probed_outside_the_timed_events():
     )
     sample = ["hold", "flush", "probe", "event", "run", "event", "probe", "release"]
     assert log == sample * 2
+
+
+def test_the_running_noise_is_the_relative_standard_deviation():
+    values = [4.1, 3.9, 4.4, 4.0, 3.6, 4.2, 9.5, 4.0]
+    noise = RunningNoise()
+    assert noise.pct() == float("inf")
+    for count, value in enumerate(values, 1):
+        noise.add(value)
+        if count >= 2:
+            so_far = values[:count]
+            want = 100 * statistics.stdev(so_far) / statistics.fmean(so_far)
+            assert noise.pct() == pytest.approx(want, rel=1e-9)

@@ -57,6 +57,27 @@ def _noise_pct(samples: list[float]) -> float:
     return 100.0 * statistics.stdev(samples) / statistics.fmean(samples)
 
 
+class RunningNoise:
+    """The relative standard deviation of the samples so far, updated in O(1) per sample
+    (Welford's recurrence): the stopping rule asks after every sample, and recomputing
+    statistics.stdev over hundreds of samples each time cost more host time than a small
+    kernel's whole sample."""
+
+    def __init__(self):
+        self.count, self._mean, self._squares = 0, 0.0, 0.0
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        delta = value - self._mean
+        self._mean += delta / self.count
+        self._squares += delta * (value - self._mean)
+
+    def pct(self) -> float:
+        if self.count < 2 or self._mean == 0.0:
+            return float("inf")
+        return 100.0 * (self._squares / (self.count - 1)) ** 0.5 / abs(self._mean)
+
+
 class StreamGate:
     """A word of pinned host memory that a stream can be made to wait on (nvbench's blocking
     kernel, done with cuStreamWaitValue32): work enqueued behind `hold` starts at `release`."""
@@ -169,7 +190,10 @@ def measure(
         run()
     stream.sync()
     options = EventOptions(timing_enabled=True)
+    begin = stream.device.create_event(options)  # recorded again each sample: no event churn
+    end = stream.device.create_event(options)
     samples: list[float] = []
+    noise = RunningNoise()
     clocks: list[float] = []
     throttled = 0
     while len(samples) < defaults.max_samples:
@@ -179,9 +203,9 @@ def measure(
             flush.fill(len(samples) & 0xFF, stream=stream)
             if probe:
                 probe.start(stream)
-            begin = stream.record(options=options)
+            stream.record(begin)
             run()
-            end = stream.record(options=options)
+            stream.record(end)
             if probe:
                 probe.stop(stream)
         finally:
@@ -197,8 +221,9 @@ def measure(
                 continue
             clocks.append(clock)
         samples.append((end - begin) * 1000.0)
+        noise.add(samples[-1])
         enough = len(samples) >= defaults.min_samples
-        if enough and _noise_pct(samples) <= defaults.noise_target_pct:
+        if enough and noise.pct() <= defaults.noise_target_pct:
             break
         if spent > defaults.budget_s and len(samples) >= 2:
             break
