@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.commands.sanitize import SanitizeOptions, sanitize_target
@@ -108,6 +109,16 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     unwritten = cells["unwritten_nan", "n1024"]  # NaN where NaN is expected, but never written
     assert unwritten.outcome is Outcome.FAILED, unwritten
     assert "poisoned with 0x5A bytes this time" in unwritten.message, unwritten.message
+    word = cells["writes_input", "word"]  # the outputs are right, an input is not
+    assert word.outcome is Outcome.FAILED, word
+    assert "input 'x' was written by the kernel: 1 of 1001 elements changed, first at (5,)" in (
+        word.message
+    )
+    byte = cells["writes_input", "tail_byte"]  # a byte past the last whole word
+    assert "input 'flags' was written by the kernel: 1 of 1001 elements changed, first at " in (
+        byte.message
+    ), byte.message
+    assert "(1000,)" in byte.message
     nan = cells["nan_result", "n1024"]
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass
@@ -183,3 +194,57 @@ def test_the_timer_agrees_with_nvbench_within_one_percent(gpu, tmp_path):
     ratios = {c: medians["ours_us"][c] / medians["nvbench_us"][c] for c in AGREEMENT_CASES}
     print(json.dumps({"medians": medians, "ratios": ratios}))
     assert all(abs(r - 1) <= 0.01 for r in ratios.values()), ratios
+
+
+def _digest_on_host(raw: np.ndarray) -> int:
+    """digest.py's digest of the bytes `raw`, in numpy: words, then the tail bytes."""
+    words = raw.size // 4
+    values = np.concatenate(
+        [raw[: 4 * words].view("<u4").astype(np.uint64), raw[4 * words :].astype(np.uint64)]
+    )
+    z = (np.arange(values.size, dtype=np.uint64) << np.uint64(32)) ^ values
+    z += np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return int(z.sum(dtype=np.uint64))
+
+
+def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    from harness.run import digest
+    from harness.run.launch import check
+
+    device = Device(gpu.ordinal)
+    device.set_current()
+    stream = device.create_stream()
+    digests = digest.Digests(device, stream, gpu.sm_count)
+    raw = np.random.default_rng(7).integers(0, 256, 4 * 3_000_001 + 3, dtype=np.uint8)
+    buffer = device.allocate(raw.nbytes, stream=stream)
+
+    def digest_of(data: np.ndarray) -> int:
+        check(driver.cuMemcpyHtoD(int(buffer.handle), data.ctypes.data, data.nbytes))
+        return digests.of({"data": (buffer, data.nbytes)})["data"]
+
+    first = digest_of(raw)
+    assert first == _digest_on_host(raw)
+    assert digests.of({"a": (buffer, raw.nbytes), "b": (buffer, 7)}) == {
+        "a": first,
+        "b": _digest_on_host(raw[:7]),
+    }
+    changed = []
+    for where in (0, 5, 4 * 3_000_001, raw.nbytes - 1):  # words, and the bytes past them
+        one = raw.copy()
+        one[where] ^= 0x10
+        changed.append(digest_of(one))
+    swapped = raw.copy()
+    swapped[[0, 1, 2, 3, 8, 9, 10, 11]] = swapped[[8, 9, 10, 11, 0, 1, 2, 3]]
+    if not np.array_equal(swapped, raw):
+        changed.append(digest_of(swapped))
+    assert first not in changed and len(set(changed)) == len(changed)
+    # however many threads add, the sum is one
+    assert digest_of(raw) == first
+    few = digest.Digests(device, stream, 1)
+    assert few.of({"data": (buffer, raw.nbytes)}) == {"data": first}

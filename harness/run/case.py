@@ -25,6 +25,7 @@ from harness.build.kernels import Kernel
 from harness.build.matrix import Target, TimingDefaults
 from harness.result import Cell, Outcome, Provenance, SkipReason, Stages, Timing
 from harness.run.device import DeviceInfo
+from harness.run.digest import Digests
 from harness.run.launch import (
     POISON_BYTE,
     SECOND_POISON_BYTE,
@@ -52,9 +53,9 @@ def describe_exception(error: BaseException) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class _Verified:
-    """A run's outputs, and the reference they were checked against."""
+    """The digests of a run's outputs, and the reference they were checked against."""
 
-    outputs: Mapping[str, np.ndarray]
+    digests: Mapping[str, int]
     expected: Mapping[str, np.ndarray]
 
 
@@ -116,6 +117,7 @@ class GpuRuntime:
         self.gate = StreamGate()
         self.clock = ClockProbe(info.sm_count)
         self.clock.warm(self.stream)
+        self.digests = Digests(self.device, self.stream, info.sm_count)
         self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
         # cuda.core's Device objects are per thread: the helper thread makes the context current
         # through its own.
@@ -317,21 +319,21 @@ class GpuRuntime:
         they are still right. An element the reference expects as NaN, left unwritten, passed
         the first check (NaN is NaN) and fails this one.
 
-        An output bit-identical to the verified one is right; any other is compared with the
-        reference (a kernel with float atomics may differ in its last bits and still pass).
+        An output bit-identical to the verified one (the same digest) is right and stays on the
+        device; any other is compared with the reference (a kernel with float atomics may differ
+        in its last bits and still pass).
         """
         workspace.poison_outputs(SECOND_POISON_BYTE)
         workspace.reset_scratch()
         workspace.run()
         self.stream.sync()
-        again = workspace.outputs()
+        again = self.digests.of(workspace.extents(verified.digests))
         problems = []
-        for name, first in verified.outputs.items():
-            if unchanged(name, first, again[name], self.cores) is None:
+        for name, digest in verified.digests.items():
+            if again[name] == digest:
                 continue
-            if msg := compare(
-                name, again[name], verified.expected[name], case.tolerance, self.cores
-            ):
+            output = workspace.download(name)
+            if msg := compare(name, output, verified.expected[name], case.tolerance, self.cores):
                 problems.append(msg)
         return "; ".join(problems)
 
@@ -348,15 +350,17 @@ class GpuRuntime:
         entry = problem.launches[0].entry
         cell.binary = module.kernel(entry).path
         with spent.on("verify"):
+            inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             workspace.reset_scratch()
             workspace.run()
             self.stream.sync()
             actual = workspace.outputs()
-            after = workspace.inputs_after()
+            outputs = self.digests.of(workspace.extents(problem.outputs))
+            after = self.digests.of(workspace.extents(problem.inputs))
             problems = [
-                msg
-                for name, before in problem.inputs.items()
-                if (msg := unchanged(name, before, after[name], self.cores))
+                self._what_changed(workspace, name)
+                for name, digest in inputs.items()
+                if after[name] != digest
             ]
         if host.failure is not None:  # the reference raised
             raise host.failure
@@ -368,7 +372,13 @@ class GpuRuntime:
                     problems.append(msg)
         if problems:
             cell.outcome, cell.message = Outcome.FAILED, "; ".join(problems)
-        return workspace, _Verified(actual, host.expected)
+        return workspace, _Verified(outputs, host.expected)
+
+    def _what_changed(self, workspace: Workspace, name: str) -> str:
+        """What the kernel did to the input `name`, whose digest changed over the run."""
+        before = workspace.problem.inputs[name]
+        found = unchanged(name, before, workspace.download(name), self.cores)
+        return found or f"input {name!r} was written by the kernel (its digest changed)"
 
 
 class _Spent:

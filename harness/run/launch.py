@@ -198,8 +198,14 @@ class Workspace:
     def outputs(self) -> dict[str, np.ndarray]:
         return {name: self._download(name, t) for name, t in self.problem.outputs.items()}
 
-    def inputs_after(self) -> dict[str, np.ndarray]:
-        return {name: self._download(name, a) for name, a in self.problem.inputs.items()}
+    def download(self, name: str) -> np.ndarray:
+        """The buffer `name` as it is on the device now."""
+        return self._download(name, self._array(name))
+
+    def extents(self, names) -> dict[str, tuple[Buffer, int]]:
+        """Each named buffer and how many of its bytes the problem uses (a buffer is never
+        empty, an array may be)."""
+        return {name: (self.buffers[name], self._array(name).nbytes) for name in names}
 
     def close(self) -> None:
         self.stream.sync()
