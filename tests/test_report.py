@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,21 @@ def test_a_live_report_keeps_up_with_its_cells_and_is_whole_once_closed(tmp_path
         live.add(cell)
     live.close()
     assert [c.case for c in read_report(files.xml).cells] == [c.case for c in cells]
+
+
+def test_a_live_report_is_on_disk_before_it_is_closed(tmp_path):
+    files = junit.report_files(tmp_path, "junit-sm_90a")
+    live = junit.LiveReport(files, _report([]), interval_s=0.05)
+    for case in ("n1", "n2"):
+        live.add(Cell("ch", "k", case, "sm_90a", WHERE, Outcome.PASSED))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if files.xml.exists() and case in [c.case for c in read_report(files.xml).cells]:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"cell {case} never reached the disk while the report was live")
+    live.close()
 
 
 def test_a_live_report_that_cannot_be_written_says_so_when_closed(tmp_path):

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from harness.result import Cell, Outcome, Report
 
+WRITE_INTERVAL_S = 0.5  # a live report's longest lag behind its last cell
+
 
 @dataclass(frozen=True)
 class ReportFiles:
@@ -41,14 +43,18 @@ def write(files: ReportFiles, report: Report) -> None:
 
 class LiveReport:
     """A report kept on disk while its cells come in, written by a thread of its own so that the
-    run never waits for the disk: the files are at most one write behind the last cell, and
-    `close` leaves them complete."""
+    run never waits for the disk: the files are at most `interval_s` behind the last cell, and
+    `close` leaves them complete.
 
-    def __init__(self, files: ReportFiles, report: Report):
-        self.files, self.report = files, report
+    Writing is paced because rendering a report holds the interpreter's lock for its length (a
+    full run's samples make megabytes of JSON): written after every cell, it would stall the
+    threads that feed the GPU once per cell."""
+
+    def __init__(self, files: ReportFiles, report: Report, interval_s: float = WRITE_INTERVAL_S):
+        self.files, self.report, self.interval_s = files, report, interval_s
         self._lock = threading.Lock()
         self._dirty = threading.Event()
-        self._closing = False
+        self._closing = threading.Event()
         self._error: OSError | None = None
         self._thread = threading.Thread(target=self._keep_written, daemon=True)
         self._thread.start()
@@ -59,7 +65,7 @@ class LiveReport:
         self._dirty.set()
 
     def _keep_written(self) -> None:
-        while not self._closing:
+        while not self._closing.is_set():
             self._dirty.wait()
             self._dirty.clear()
             with self._lock:
@@ -68,9 +74,10 @@ class LiveReport:
                 write(self.files, snapshot)
             except OSError as error:  # a full disk: raised from close, in the run's thread
                 self._error = error
+            self._closing.wait(self.interval_s)  # the cells of the pause go in the next write
 
     def close(self) -> None:
-        self._closing = True
+        self._closing.set()
         self._dirty.set()
         self._thread.join()
         if self._error is not None:
