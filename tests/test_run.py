@@ -107,6 +107,7 @@ def test_a_device_that_cannot_run_the_target_skips_it(
     assert [c.outcome for c in add_one] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
     assert add_one[1].skip_reason is SkipReason.DEVICE_UNSUPPORTED
     assert "CC 10.0 exactly" in add_one[1].message and "NVIDIA H200 is CC 9.0" in add_one[1].message
+    assert "compiled and inspected, never run here" in add_one[1].message
 
 
 def test_reports_are_written_with_every_cell(matrix, toolchain, planted, compile_cache, tmp_path):

@@ -301,7 +301,10 @@ def why_not_run(target: Target, device, build) -> NotRun | None:
         how = f"CC {target.cc} exactly" if target.arch_specific else f"CC {target.cc.major}.x"
         if target.ptx:
             how += f" or, through PTX, CC >= {target.cc}"
-        why = f"{target.name} binaries run on {how}; {device.name} is CC {device.cc}"
+        why = (
+            f"compiled and inspected, never run here: {target.name} binaries run on {how}; "
+            f"{device.name} is CC {device.cc}"
+        )
         return NotRun(Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED, why)
     return None
 
