@@ -164,6 +164,17 @@ def test_a_hanging_nvcc_times_out_in_its_own_cell_and_takes_its_children(matrix,
         time.sleep(0.1)
 
 
+def test_an_nvcc_that_starts_after_an_interrupt_is_killed_at_once(matrix, add_one, tmp_path):
+    """Ctrl-C can land between a compile's scratch file and its nvcc's start, where killing
+    the running ones misses it: that nvcc must not hold the run for its whole length."""
+    compiler = Compiler(_fake_nvcc(tmp_path, "sleep 60\n"), tmp_path / "cache", timeout_s=120)
+    compiler._kill_running()  # the interrupt, before this compile's nvcc exists
+    started = time.monotonic()
+    result = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert time.monotonic() - started < 30
+    assert not result.ok
+
+
 def _status(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/status").read_text()

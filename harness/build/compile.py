@@ -212,6 +212,7 @@ class Compiler:
         self.fingerprint = toolkit_fingerprint(toolchain, os.environ if env is None else env)
         self._running: set[subprocess.Popen] = set()  # nvcc processes, for an interrupt to end
         self._lock = threading.Lock()
+        self._stopping = False  # set by an interrupt: an nvcc starting after it is killed
         self._sweep_scratch()
 
     def _sweep_scratch(self) -> None:
@@ -336,6 +337,9 @@ class Compiler:
         )
         with self._lock:
             self._running.add(process)
+            stopping = self._stopping
+        if stopping:  # interrupted between the scratch file and here: _kill_running missed it
+            kill_group(process)
         try:
             output, _ = process.communicate(timeout=self.timeout_s)
             return process.returncode, output
@@ -349,6 +353,7 @@ class Compiler:
 
     def _kill_running(self) -> None:
         with self._lock:
+            self._stopping = True  # and any nvcc that starts from now on
             running = list(self._running)
         for process in running:
             kill_group(process)
