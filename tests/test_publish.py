@@ -206,6 +206,18 @@ def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
     assert "async_hopper.tma_add_one never ran on any target" in strict.stderr
 
 
+def test_strict_passes_a_kernel_no_runner_could_run_and_the_summary_says_it_never_ran(tmp_path):
+    """On the H200s, tcgen05_gemm (sm_100a only) never runs: its sm_100a column is compiled and
+    inspected only. Strict fails kernels a runner could have run, not that one."""
+    kept = _copy_kept(tmp_path / "in")
+    strict = _report(*kept, "--out", tmp_path, "--db", tmp_path / "h.sqlite", "--strict")
+    assert strict.returncode == 0, strict.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- ⏭️ 1 kernel never ran on any runner" in summary
+    assert "`async_hopper.tcgen05_gemm`" in summary
+    assert "`sm_100a@vm`: compiled and inspected only" in summary
+
+
 @pytest.mark.parametrize(
     ("case", "tool", "name", "row"),
     [

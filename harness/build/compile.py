@@ -307,17 +307,19 @@ class Compiler:
         """Compile every pair, in parallel across cores; results in the order given.
 
         Interrupted (Ctrl-C reaches this thread, not the compiling ones), it kills every nvcc
-        still running, so that the interrupt ends the run instead of waiting on them."""
+        still running, and any about to start, so that the interrupt ends the run instead of
+        waiting on them. The interrupt may land while a compile is being submitted, its thread
+        already compiling: that is inside the guard too."""
         workers = max(1, min(len(pairs), os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
             futures = [pool.submit(self.compile, *pair) for pair in pairs]
-            try:
-                return [future.result() for future in futures]
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                self._kill_running()
-                raise
+            return [future.result() for future in futures]
+        except BaseException:
+            self._kill_running()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _run_nvcc(self, command: tuple[str, ...], folder: Path) -> tuple[int | None, str]:
         """nvcc's exit status (None: killed at the timeout) and its output.

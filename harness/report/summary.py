@@ -94,7 +94,8 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
     )
     why = ", ".join(f"{reason} ({count} cells)" for reason, count in reasons.most_common())
     names = ", ".join(f"`{_md(kernel)}`" for kernel in kernels)
-    return f"- ⏭️ {len(kernels)} kernels never ran on any runner, skipped {why}: {names}"
+    count = f"{len(kernels)} kernel" + ("s" if len(kernels) != 1 else "")
+    return f"- ⏭️ {count} never ran on any runner, skipped {why}: {names}"
 
 
 def compiled_only(cells: Iterable[Cell]) -> dict[str, tuple[int, int]]:
