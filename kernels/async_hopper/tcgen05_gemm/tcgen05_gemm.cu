@@ -208,6 +208,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
       tma_load_2d(tiles_a + s * kBM * kBK, &tmap_a, kt * kBK, tile_m * kBM, &full[s]);
       tma_load_2d(tiles_b + s * kBN * kBK, &tmap_b, kt * kBK, tile_n * kBN, &full[s]);
     }
+    // Producer tail: wait for the commits of the last round of stages too. A commit's arrive
+    // lands on this block's shared memory when its MMAs finish; the block must not exit (and
+    // hand that memory to the next block on this SM) with one still in flight. A stage never
+    // used (k_tiles < kStages) is in round 0, whose wait passes at once.
+    for (int kt = k_tiles; kt < k_tiles + kStages; ++kt) {
+      mbar_wait_parity(&empty[kt % kStages], ((kt / kStages) & 1) ^ 1);
+    }
   } else if (warp == 1 && lane == 0) {
     // MMA issuer: one thread drives the tensor core for the whole tile.
     for (int kt = 0; kt < k_tiles; ++kt) {
