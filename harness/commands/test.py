@@ -1,7 +1,8 @@
 """One target of the matrix, end to end: discover, compile, run, verify, time, report.
 
 Every (kernel, case) gets exactly one cell. The report is rewritten after the compile stage and
-after each case, so whatever was measured is on disk before the next case starts. With several
+as cases finish (junit.LiveReport: at most WRITE_INTERVAL_S behind the last), so whatever was
+measured is on disk whatever happens next. With several
 GPUs visible, each has its own worker and its own shard of the cases (balanced by expected time);
 a fault on one GPU fails only its case and restarts only that GPU's worker.
 """
