@@ -28,9 +28,9 @@ from nox.virtualenv import PassthroughEnv
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits beside it
 
-from harness.build import images  # noqa: E402
-from harness.build.matrix import Target, load_matrix  # noqa: E402
-from harness.provenance import current_commit, runner_name  # noqa: E402
+from harness import images  # noqa: E402
+from harness.model.matrix import Target, load_matrix  # noqa: E402
+from harness.model.provenance import current_commit, runner_name  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 BACKENDS = ("auto", "host", "docker")

@@ -1,4 +1,5 @@
-"""Child processes the harness starts and may have to end: how one ended, and ending one whole.
+"""Child processes the harness starts and may have to end: starting one in a session of its own,
+waiting for it within a timeout, ending it whole, and saying how it ended.
 
 nvcc, compute-sanitizer and the spec import probe each run in a process group of their own, so
 that ending them ends whatever they started too (cc1plus, the tool's helpers, a spec's children).
@@ -10,6 +11,60 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+_STDERR = {"pipe": subprocess.PIPE, "stdout": subprocess.STDOUT, "discard": subprocess.DEVNULL}
+KILL_WAIT_S = 30  # for the pipes to close once a timed-out group is killed
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A process that ended, or was killed at its timeout (status None)."""
+
+    status: int | None
+    stdout: str
+    stderr: str  # "" when stderr went to stdout
+
+
+def start(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stderr: Literal["pipe", "stdout", "discard"] = "pipe",
+    text: bool = True,
+) -> subprocess.Popen:
+    """`argv` in a session (and process group) of its own, stdin closed, its output piped;
+    `stderr` "pipe" apart, "stdout" into stdout, or "discard"."""
+    return subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdout=subprocess.PIPE,
+        stderr=_STDERR[stderr],
+        stdin=subprocess.DEVNULL,
+        text=text,
+        errors="replace" if text else None,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout_s: float) -> Finished:
+    """Wait for `process` (from start) within `timeout_s`; past it, kill its whole group."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return Finished(process.returncode, stdout or "", stderr or "")
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        try:
+            stdout, stderr = process.communicate(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:  # something left the group and holds the pipes
+            process.wait()
+            stdout, stderr = "", ""
+        return Finished(None, stdout or "", stderr or "")
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -24,6 +79,6 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL to the process group of `process`, started with start_new_session=True."""
+    """SIGKILL to the process group of `process`, started with start()."""
     with contextlib.suppress(ProcessLookupError):  # it ended in between
         os.killpg(process.pid, signal.SIGKILL)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.model.result import Skip, SkipReason
+
 if TYPE_CHECKING:  # the noxfile reads matrix.yaml through this package, before numpy exists
     import numpy as np
 
@@ -192,9 +194,12 @@ class DeviceLimits:
     max_blocks_per_sm: Callable[[str, int, int], int]
 
 
-class DeviceUnsupported(Exception):
+class DeviceUnsupported(Skip):
     """Raised by setup() when this device cannot run the case (a cluster size it does not
     allow, say): the cell is skipped `device-unsupported` with this message."""
+
+    def __init__(self, why: str):
+        super().__init__(SkipReason.DEVICE_UNSUPPORTED, why)
 
 
 @dataclass(frozen=True)

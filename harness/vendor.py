@@ -1,5 +1,5 @@
 """Vendor baselines a spec can declare: the library call that solves the same problem.
-(harness.run.vendor times them.)
+(harness.run.vendor_timing times them.)
 
 PyTorch is the one imported here, and only inside prepare(), in the GPU worker: a machine
 without it still runs every kernel, and its cells say the baseline is unavailable.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.build.matrix import load_matrix
-from harness.build.toolchain import find_toolchain
+from harness.model.matrix import load_matrix
+from harness.compile.toolchain import find_toolchain
 from harness.run.device import DeviceInfo, probe
 from harness.spec import DeviceLimits
 

@@ -51,7 +51,7 @@ def fake_seconds(classname: str, case: str) -> float:
 
 
 def serve_case(state, job):
-    from harness.result import Cell, Outcome
+    from harness.model.result import Cell, Outcome
 
     state["served"] += 1
     ordinal, _, marker = os.environ.get("FAKE_GPU_CRASH", "").partition(":")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.compile import (
+from harness.compile.nvcc import (
     Compiler,
     cache_key,
     check_sass,
@@ -19,8 +19,8 @@ from harness.build.compile import (
     parse_ptxas,
     toolkit_fingerprint,
 )
-from harness.build.kernels import discover
-from harness.build.toolchain import Toolchain, ToolchainError, find_toolchain
+from harness.model.discovery import discover
+from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from tests.conftest import PLANTED, ROOT
 
 
@@ -132,7 +132,7 @@ def test_nvcc_can_be_named_and_a_missing_one_is_explained(tmp_path, monkeypatch)
     assert named.version == "12.8.93" and named.release == "12.8" and named.origin == "$NVCC"
     with pytest.raises(ToolchainError, match=r"\$NVCC is .*missing, which is not an executable"):
         find_toolchain({"NVCC": str(tmp_path / "missing")})
-    monkeypatch.setattr("harness.build.toolchain._wheel_nvcc", lambda: None)
+    monkeypatch.setattr("harness.compile.toolchain._wheel_nvcc", lambda: None)
     with pytest.raises(ToolchainError, match=r"no nvcc found.*set NVCC="):
         find_toolchain({"CUDA_HOME": str(tmp_path), "PATH": os.devnull})
 
@@ -203,9 +203,9 @@ def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):
 
 def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
     script = (
-        "import sys; from pathlib import Path; from harness.build.compile import Compiler; "
-        "from harness.build.kernels import discover; from harness.build.matrix import load_matrix; "
-        "from harness.build.toolchain import find_toolchain; "
+        "import sys; from pathlib import Path; from harness.compile.nvcc import Compiler; "
+        "from harness.model.discovery import discover; from harness.model.matrix import load_matrix; "
+        "from harness.compile.toolchain import find_toolchain; "
         f"k = {{k.name: k for k in discover(Path({str(PLANTED)!r}))}}['add_one']; "
         "m = load_matrix(Path('matrix.yaml')); "
         f"r = Compiler(find_toolchain(), Path({str(tmp_path / 'shared')!r}))"

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.build.matrix import load_matrix
+from harness.model.matrix import load_matrix
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
 from harness.report.verdict import judge
-from harness.result import Cell, Outcome, Report, SkipReason, Timing
+from harness.model.result import Cell, Outcome, Report, SkipReason, Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "docs" / "reports" / "h200"

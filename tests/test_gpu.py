@@ -16,7 +16,7 @@ import pytest
 
 from harness.commands.sanitize import SanitizeOptions, sanitize_target
 from harness.commands.test import RunOptions, run_target
-from harness.result import Outcome
+from harness.model.result import Outcome
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED
 
@@ -90,7 +90,7 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     matrix, toolchain, gpu, tmp_path
 ):
     quick = dataclasses.replace(
-        matrix, timing=dataclasses.replace(matrix.timing, case_timeout_s=15)
+        matrix, timer=dataclasses.replace(matrix.timer, case_timeout_s=15)
     )
     started = time.monotonic()
     cells = _run(quick, toolchain, gpu, [FAULTS, PLANTED], tmp_path)

@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from harness.build.kernels import Kernel, discover
-from harness.build.matrix import ComputeCapability
+from harness.model.discovery import Kernel, discover
+from harness.model.matrix import ComputeCapability
 from harness.commands.test import RunOptions, Workers, run_target
-from harness.result import Outcome, SkipReason
+from harness.model.result import Outcome, SkipReason
 from harness.run.device import DeviceInfo
 from harness.run.schedule import estimate_seconds, expected_seconds, shard
 from harness.spec import Work

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import images
-from harness.build.matrix import load_matrix
+from harness import images
+from harness.model.matrix import load_matrix
 from harness.commands.test import RunOptions, run_target
 from harness.report.merge import read_report
-from harness.result import Outcome, SkipReason
+from harness.model.result import Outcome, SkipReason
 from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
@@ -102,7 +102,7 @@ def test_a_failed_build_names_its_real_cause(output, cause):
 
 
 def test_the_container_is_told_the_host_s_runner_name(monkeypatch):
-    from harness.provenance import runner_name
+    from harness.model.provenance import runner_name
 
     monkeypatch.setenv("MATRIX_RUNNER", "gpu-box-7")
     assert runner_name() == "gpu-box-7" and runner_name("given") == "given"
@@ -341,7 +341,7 @@ def test_a_bare_docker_run_says_how_to_use_the_image(built):
 def test_the_image_carries_compute_sanitizer(built, tmp_path):
     image, _, _ = built
     code = (
-        "from harness.build.toolchain import find_toolchain; "
+        "from harness.compile.toolchain import find_toolchain; "
         "from harness.run.sanitizer import find_compute_sanitizer; "
         "import subprocess; path = find_compute_sanitizer(find_toolchain()); "
         "print(path); print(subprocess.run([path, '--version'], capture_output=True, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.build.kernels import BrokenKernel, Kernel, discover
+from harness.model.discovery import BrokenKernel, Kernel, discover
 from harness.run.verify import check_reference_fits
 from tests.conftest import CORPUS, ROOT, SLOWDOWN, limits_for_cpu_tests
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.build.matrix import ComputeCapability, MatrixError, load_matrix
+from harness.model.matrix import ComputeCapability, MatrixError, load_matrix
 from harness.spec import RequireArch, RequireSm
 from tests.conftest import ROOT
 
@@ -141,7 +141,7 @@ def test_an_unknown_target_lists_the_known_ones(matrix):
 def test_reading_the_matrix_imports_neither_numpy_nor_the_run_stage():
     """The noxfile reads matrix.yaml before any session installs numpy or cuda-python."""
     probe = (
-        "import sys; from harness.build.matrix import load_matrix; "
+        "import sys; from harness.model.matrix import load_matrix; "
         f"load_matrix({str(ROOT / 'matrix.yaml')!r}); "
         "print(sorted(m for m in sys.modules if m == 'numpy' or m.startswith("
         "('harness.run', 'harness.commands', 'harness.report', 'cuda'))))"
@@ -237,7 +237,7 @@ def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     tmp_path, toolchain, compile_cache
 ):
     from harness.commands.test import RunOptions, run_target
-    from harness.result import Outcome
+    from harness.model.result import Outcome
     from harness.run.device import NoDevice
     from tests.conftest import PLANTED
 

@@ -18,7 +18,7 @@ from harness.report.merge import load_reports, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
 from harness.report.verdict import Judgement
-from harness.result import Cell, Outcome, Provenance
+from harness.model.result import Cell, Outcome, Provenance
 from harness.run.device import NoDevice
 from tests.conftest import ROOT
 

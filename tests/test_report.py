@@ -13,7 +13,7 @@ from lxml import etree
 
 from harness.report import junit
 from harness.report.merge import read_report
-from harness.result import (
+from harness.model.result import (
     SCHEMA_VERSION,
     Cell,
     CompileFacts,

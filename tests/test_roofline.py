@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from harness.build.matrix import ComputeCapability, DevicePeaks
-from harness.result import Throughput
+from harness.model.matrix import ComputeCapability, DevicePeaks
+from harness.model.result import Throughput
 from harness.run.device import DeviceInfo
 from harness.run.throughput import beyond_peak, throughput
 from harness.spec import Math, Work

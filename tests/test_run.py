@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from harness.build.kernels import discover
-from harness.build.matrix import ComputeCapability
+from harness.model.discovery import discover
+from harness.model.matrix import ComputeCapability
 from harness.commands.test import RunOptions, run_target
-from harness.result import Outcome, SkipReason
+from harness.model.result import Outcome, SkipReason
 from harness.run.device import DeviceInfo, NoDevice
 from tests.conftest import CORPUS, ROOT
 

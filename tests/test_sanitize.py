@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.build.matrix import ComputeCapability
-from harness.build.toolchain import Toolchain
+from harness.model.matrix import ComputeCapability
+from harness.compile.toolchain import Toolchain
 from harness.commands.sanitize import (
     Finished,
     SanitizeOptions,
@@ -27,7 +27,7 @@ from harness.commands.sanitize import (
 )
 from harness.commands.test import RunOptions, run_target
 from harness.report.publish import PublishOptions, publish
-from harness.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
+from harness.model.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo, NoDevice
 from harness.run.sanitizer import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.build.kernels import BrokenKernel, discover
+from harness.model.discovery import BrokenKernel, discover
 from harness.spec import Case, ceil_div, grid_1d, grid_2d, int32_extent, int32_param
 
 SPEC = """\

@@ -11,7 +11,7 @@ from markdown_it import MarkdownIt
 
 from harness.report.merge import ReportSet, load_reports
 from harness.report.summary import natural_key, render_summary
-from harness.result import Cell, Outcome, Report, SkipReason
+from harness.model.result import Cell, Outcome, Report, SkipReason
 from tests.conftest import ROOT
 
 H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))

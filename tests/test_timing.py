@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from harness.build.matrix import TimingDefaults
-from harness.run.timing import RunningNoise, measure, summarize
+from harness.model.matrix import TimerSettings
+from harness.run.timer import RunningNoise, measure, summarize
 
 
 class FakeEvent:
@@ -66,7 +66,7 @@ class FakeGate:
         self.log.append("release")
 
 
-DEFAULTS = TimingDefaults(
+DEFAULTS = TimerSettings(
     warmup_runs=2,
     min_samples=10,
     max_samples=50,
@@ -98,7 +98,7 @@ def test_noisy_samples_run_to_max_samples_and_say_so():
 
 
 def test_budget_stops_a_slow_case():
-    defaults = TimingDefaults(1, 10, 500, 0.5, budget_s=0.0, case_timeout_s=60)
+    defaults = TimerSettings(1, 10, 500, 0.5, budget_s=0.0, case_timeout_s=60)
     noisy = [1.0, 1.2] * 300
     timing = measure(
         lambda: None, lambda: None, FakeStream(noisy), FakeBuffer(), FakeGate(), defaults
@@ -178,7 +178,7 @@ class FakeProbe:
 
 
 def test_throttled_samples_are_discarded_and_counted(monkeypatch):
-    monkeypatch.setattr("harness.run.timing.RECOVERY_S", 0.0)
+    monkeypatch.setattr("harness.run.timer.RECOVERY_S", 0.0)
     clocks = [1980.0, 1300.0, 1350.0] + [1975.0] * 20  # 1300 and 1350 are below 75 % of 1980
     durations = [1.0, 9.0, 9.0] + [1.0] * 20  # the throttled samples are the slow ones
     timing = measure(
@@ -197,7 +197,7 @@ def test_throttled_samples_are_discarded_and_counted(monkeypatch):
 
 
 def test_past_the_budget_a_throttled_gpu_is_still_timed_at_its_clock():
-    defaults = TimingDefaults(0, 3, 10, 0.5, budget_s=0.0, case_timeout_s=60)
+    defaults = TimerSettings(0, 3, 10, 0.5, budget_s=0.0, case_timeout_s=60)
     timing = measure(
         lambda: None,
         lambda: None,
@@ -214,7 +214,7 @@ def test_past_the_budget_a_throttled_gpu_is_still_timed_at_its_clock():
 
 def test_the_clock_is_probed_outside_the_timed_events():
     log = []
-    defaults = TimingDefaults(0, 2, 2, 0.5, budget_s=5.0, case_timeout_s=60)
+    defaults = TimerSettings(0, 2, 2, 0.5, budget_s=5.0, case_timeout_s=60)
     measure(
         lambda: log.append("run"),
         lambda: None,

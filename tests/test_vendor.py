@@ -7,9 +7,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-from harness.result import VendorTiming
-from harness.run.timing import summarize
-from harness.run.vendor import measure_vendor
+from harness.model.result import VendorTiming
+from harness.run.timer import summarize
+from harness.run.vendor_timing import measure_vendor
 from harness.spec import Case, StreamRef, Vendor, Work
 from harness.vendor import torch_matmul
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.report.verdict import Judgement, judge, median_interval, threshold_pct
-from harness.result import Cell, Outcome, Provenance, Timing
+from harness.model.result import Cell, Outcome, Provenance, Timing
 
 WHERE = Provenance(runner="h200")
 

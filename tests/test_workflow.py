@@ -137,7 +137,7 @@ def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
 
 
 def test_the_commit_is_the_checkouts_not_the_event_s(tmp_path):
-    from harness.provenance import current_commit
+    from harness.model.provenance import current_commit
 
     assert current_commit(tmp_path, {"GITHUB_SHA": "main" * 10}) == "main" * 10  # no git here
     assert current_commit(tmp_path, {"MATRIX_COMMIT": "c" * 40, "GITHUB_SHA": "x"}) == "c" * 40

@@ -1,9 +1,10 @@
-"""What `test` and `sanitize` share: find and compile a target's kernels, decide which builds can
-run here, and keep the report of the run on disk as its cells come in.
+"""What `test`, `compile` and `sanitize` share: their options, finding and compiling a target's
+kernels, and deciding which builds can run here.
 
 Every kernel found gets its cells from here or from the command, never none: a broken spec is an
 error cell, a kernel the target cannot express has its compile and run cells skipped, and a run
-cell that cannot run says why.
+cell that cannot run says why. This is where what failed becomes a cell: the stages raise a
+CellError (or give Unavailable for a value they lack), and the cell is settled from it here.
 """
 
 from __future__ import annotations
@@ -13,27 +14,49 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.compile import Compiled, Compiler, failure_line
-from harness.build.kernels import BrokenKernel, Kernel, classname_of, discover, spec_files
-from harness.build.matrix import Target
-from harness.build.toolchain import Toolchain, ToolchainError, gpu_codes
-from harness.report import junit
-from harness.result import (
+from harness.compile.nvcc import Compiled, Compiler, failure_line
+from harness.compile.toolchain import Toolchain, gpu_codes
+from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
+from harness.model.import_probe import unsafe_imports
+from harness.model.matrix import Target
+from harness.model.result import (
     Cell,
+    CellError,
+    CellKind,
     CompileFacts,
     DeviceRecord,
+    KernelFailed,
     Outcome,
     Provenance,
     Report,
+    Skip,
     SkipReason,
+    SpecError,
+    Unavailable,
 )
-from harness.run.device import DeviceInfo, NoDevice
+from harness.report.store import ReportFiles
+from harness.run.device import DeviceInfo
+
+Build = Compiled | Unavailable  # Unavailable: nothing was compiled (no nvcc, refused), and why
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one command runs over one target: which kernels, where reports and builds go."""
+
+    target: Target
+    kernels_roots: tuple[Path, ...]  # each holds <chapter>/<kernel>/spec.py folders
+    reports_dir: Path
+    cache_dir: Path
+    select: str = ""  # keep kernels whose <chapter>.<kernel> contains this
+    runner: str = ""  # names the report's suite; defaults to the host name
+    commit: str | None = None  # the project's commit the run is of
 
 
 @dataclass(frozen=True)
 class RunResult:
     report: Report
-    files: junit.ReportFiles
+    files: ReportFiles
     compiled: int
     cached: int
 
@@ -46,9 +69,52 @@ class RunResult:
         return not any(c.outcome in (Outcome.FAILED, Outcome.ERROR) for c in self.cells)
 
 
-def provenance(
-    runner: str, commit: str | None, toolchain: Toolchain | ToolchainError, device
+@dataclass(frozen=True)
+class RunCell:
+    """A cell of a kernel to come: its kind, its case, and the tool of a sanitizer cell."""
+
+    kind: CellKind
+    case: str
+    tool: str | None = None
+
+
+COMPILE_CELL = RunCell(CellKind.COMPILE, "compile")
+
+
+class NothingToRun(Exception):
+    """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
+
+
+def new_cell(kernel: KernelFolder, run: RunCell, target: Target, where: Provenance) -> Cell:
+    """The cell `run` of `kernel`, passed until something says otherwise."""
+    return Cell(
+        run.kind,
+        kernel.chapter,
+        kernel.name,
+        run.case,
+        target.name,
+        where,
+        Outcome.PASSED,
+        tool=run.tool,
+    )
+
+
+def settled_cell(
+    kernel: KernelFolder, run: RunCell, target: Target, where: Provenance, error: CellError
+) -> Cell:
+    """The cell `run` of `kernel`, settled by what kept it from passing."""
+    cell = new_cell(kernel, run, target, where)
+    cell.settle(error)
+    return cell
+
+
+def run_provenance(
+    runner: str,
+    commit: str | None,
+    toolchain: Toolchain | Unavailable,
+    device: DeviceInfo | Unavailable,
 ) -> Provenance:
+    """Where and with what this run's cells ran."""
     on_gpu = isinstance(device, DeviceInfo)
     return Provenance(
         runner=runner,
@@ -64,8 +130,8 @@ def new_report(
     suite: str,
     target: Target,
     where: Provenance,
-    toolchain: Toolchain | ToolchainError,
-    device: DeviceInfo | NoDevice,
+    toolchain: Toolchain | Unavailable,
+    device: DeviceInfo | Unavailable,
 ) -> Report:
     """An empty report of this run, its header filled in."""
     return Report(
@@ -73,7 +139,7 @@ def new_report(
         target=target.name,
         provenance=where,
         device=None
-        if isinstance(device, NoDevice)
+        if isinstance(device, Unavailable)
         else DeviceRecord(
             name=device.name,
             cc=str(device.cc),
@@ -82,7 +148,7 @@ def new_report(
             sm_count=device.sm_count,
             l2_bytes=device.l2_bytes,
         ),
-        no_device_reason=device.reason if isinstance(device, NoDevice) else None,
+        no_device_why=device.why if isinstance(device, Unavailable) else None,
         nvcc=str(toolchain.nvcc) if isinstance(toolchain, Toolchain) else None,
     )
 
@@ -93,13 +159,64 @@ def report_stem(kind: str, target: Target, select: str) -> str:
     return f"partial-{stem}" if select else stem
 
 
+def check_selection(roots: tuple[Path, ...], select: str) -> list[KernelFolder]:
+    """The kernel folders under `roots` whose classname contains `select`, in the order found;
+    NothingToRun when there are none (before any report is written: a run that selects nothing
+    writes none)."""
+    for root in roots:
+        if not Path(root).is_dir():
+            raise NothingToRun(f"--kernels {root}: no such directory")
+    found = [folder for root in roots for folder in kernel_folders(root)]
+    if not found:
+        trees = ", ".join(str(root) for root in roots)
+        raise NothingToRun(f"no kernels under {trees} (a kernel is <chapter>/<kernel>/spec.py)")
+    chosen = [folder for folder in found if select in folder.classname]
+    if not chosen:
+        raise NothingToRun(f"-k {select!r} selects none of the {len(found)} kernels found")
+    return chosen
+
+
+def load_kernels(
+    folders: list[KernelFolder], import_timeout_s: float, target: Target, where: Provenance
+) -> tuple[list[Kernel], list[Cell]]:
+    """The kernels of `folders` whose specs load, and an error cell for each that does not.
+
+    Specs are imported in a child process first (a spec that exits or hangs at import is an
+    error cell, not the end of the run). Two folders with one classname (<chapter>.<kernel>,
+    across trees, or `ch.1/k` beside `ch/1.k`) would share builds and cells: they get one error
+    cell naming both folders.
+    """
+    spec_cell = RunCell(CellKind.SPEC, "spec")
+    unsafe = unsafe_imports([f.spec_file for f in folders], import_timeout_s)
+    by_classname: dict[str, list[KernelFolder]] = {}
+    for folder in folders:
+        by_classname.setdefault(folder.classname, []).append(folder)
+    kernels: list[Kernel] = []
+    cells: list[Cell] = []
+    for classname, same in by_classname.items():
+        try:
+            if len(same) > 1:
+                named = " and ".join(str(f.folder) for f in same)
+                raise SpecError(
+                    f"{classname} is the name of {len(same)} kernel folders: {named}; kernels "
+                    "are told apart by <chapter>.<kernel>, so rename one"
+                )
+            (folder,) = same
+            if folder.spec_file in unsafe:
+                raise SpecError(f"{folder.spec_file}: {unsafe[folder.spec_file]}")
+            kernels.append(load_kernel(folder))
+        except SpecError as error:
+            cells.append(settled_cell(same[0], spec_cell, target, where, error))
+    return kernels, cells
+
+
 @dataclass(frozen=True)
 class CompileStage:
-    """A target's kernels found and compiled: the stage's cells, and what running starts from."""
+    """A target's kernels compiled: the stage's cells, and what running starts from."""
 
-    cells: list[Cell]  # spec errors, target-unsupported skips, compile cells
+    cells: list[Cell]  # target-unsupported skips, compile cells
     kernels: list[Kernel]  # those the target expresses, in the order found
-    builds: dict[str, Compiled | str]  # by classname: the build, or why there is none
+    builds: dict[str, Build]  # by classname
 
     @property
     def fresh(self) -> int:
@@ -110,60 +227,11 @@ class CompileStage:
         return sum(1 for b in self.builds.values() if isinstance(b, Compiled) and b.cached)
 
 
-@dataclass(frozen=True)
-class RunCell:
-    """A run cell to come: its case, and the sanitizer tool for a sanitize cell."""
-
-    case: str
-    tool: str | None = None
-
-
-class NothingToRun(Exception):
-    """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
-
-
-def find_kernels(
-    roots: tuple[Path, ...], select: str, import_timeout_s: float
-) -> list[Kernel | BrokenKernel]:
-    """Every kernel under `roots` whose classname contains `select`, in the order found.
-
-    Specs are imported in a child process first (a spec that exits or hangs at import is an
-    error cell, not the end of the run). Two folders with one classname (<chapter>.<kernel>,
-    across trees, or `ch.1/k` beside `ch/1.k`) would share builds and cells: they become one
-    broken kernel naming both folders.
-    """
-    for root in roots:
-        if not Path(root).is_dir():
-            raise NothingToRun(f"--kernels {root}: no such directory")
-    found = [spec for root in roots for spec in spec_files(root)]
-    if not found:
-        trees = ", ".join(str(root) for root in roots)
-        raise NothingToRun(f"no kernels under {trees} (a kernel is <chapter>/<kernel>/spec.py)")
-    if not any(select in classname_of(spec) for spec in found):
-        raise NothingToRun(f"-k {select!r} selects none of the {len(found)} kernels found")
-    kernels = [k for root in roots for k in discover(root, select, import_timeout_s)]
-    by_classname: dict[str, list[Kernel | BrokenKernel]] = {}
-    for kernel in kernels:
-        by_classname.setdefault(kernel.classname, []).append(kernel)
-    unique = []
-    for classname, same in by_classname.items():
-        if len(same) == 1:
-            unique.append(same[0])
-            continue
-        folders = " and ".join(str(k.folder) for k in same)
-        reason = (
-            f"{classname} is the name of {len(same)} kernel folders: {folders}; kernels are told "
-            "apart by <chapter>.<kernel>, so rename one"
-        )
-        unique.append(BrokenKernel(same[0].chapter, same[0].name, same[0].folder, reason))
-    return unique
-
-
 def compile_stage(
     *,
     target: Target,
-    kernels: list[Kernel | BrokenKernel],
-    toolchain: Toolchain | ToolchainError,
+    kernels: list[Kernel],
+    toolchain: Toolchain | Unavailable,
     cache_dir: Path,
     where: Provenance,
     run_cells: Callable[[Kernel], list[RunCell]],
@@ -174,78 +242,51 @@ def compile_stage(
     `run_cells` gives it alike, so that no cell of the report goes missing.
     """
     cells = []
-    for broken in (k for k in kernels if isinstance(k, BrokenKernel)):
-        cells.append(
-            Cell(
-                broken.chapter,
-                broken.name,
-                "spec",
-                target.name,
-                where,
-                Outcome.ERROR,
-                message=broken.reason,
-            )
-        )
-    good = [k for k in kernels if isinstance(k, Kernel)]
-    expressible = [k for k in good if target.expresses(k.spec.requires)]
-    for kernel in good:
+    expressible = [k for k in kernels if target.expresses(k.spec.requires)]
+    for kernel in kernels:
         if kernel not in expressible:
             why = (
                 f"{kernel.classname} needs {kernel.spec.requires}; target {target.name} emits "
                 f"{target.sass}, which cannot express it"
             )
-            reason = SkipReason.TARGET_UNSUPPORTED
-            for run in [RunCell("compile"), *run_cells(kernel)]:
-                cells.append(skipped(kernel, run, target, where, reason, why))
+            unsupported = Skip(SkipReason.TARGET_UNSUPPORTED, why)
+            for run in [COMPILE_CELL, *run_cells(kernel)]:
+                cells.append(settled_cell(kernel, run, target, where, unsupported))
     builds = _compile(expressible, target, toolchain, cache_dir)
     for kernel in expressible:
-        cells.append(_compile_cell(kernel, target, builds.get(kernel.classname), where))
+        cells.append(_compile_cell(kernel, target, builds[kernel.classname], where))
     return CompileStage(cells, expressible, builds)
 
 
-def skipped(
-    kernel: Kernel, run: RunCell, target: Target, where: Provenance, reason: SkipReason, why: str
-) -> Cell:
-    return Cell(
-        kernel.chapter,
-        kernel.name,
-        run.case,
-        target.name,
-        where,
-        Outcome.SKIPPED,
-        skip_reason=reason,
-        message=f"{reason.value}: {why}",
-        tool=run.tool,
-    )
-
-
-def _compile(kernels, target, toolchain, cache_dir):
-    """Builds by classname: Compiled, or the reason nothing was compiled."""
-    if isinstance(toolchain, ToolchainError):
-        return {k.classname: str(toolchain) for k in kernels}
+def _compile(
+    kernels: list[Kernel], target: Target, toolchain: Toolchain | Unavailable, cache_dir: Path
+) -> dict[str, Build]:
+    """Builds by classname."""
+    if isinstance(toolchain, Unavailable):
+        return {k.classname: toolchain for k in kernels}
     if toolchain.release != target.toolkit.version:
-        why = (
+        wrong = Unavailable(
             f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
             f"{toolchain.version}"
         )
-        return {k.classname: why for k in kernels}
+        return {k.classname: wrong for k in kernels}
     known = gpu_codes(toolchain)
     if known is not None and re.sub(r"[af]$", "", target.sass) not in known:
         # The matrix is wrong, not the kernel: every compile cell says so in these words.
-        why = (
+        unknown = Unavailable(
             f"matrix.yaml: target {target.name} emits {target.sass}, which nvcc "
             f"{toolchain.version} does not know (it knows {', '.join(known)})"
         )
-        return {k.classname: why for k in kernels}
+        return {k.classname: unknown for k in kernels}
     results = Compiler(toolchain, cache_dir).compile_all([(k, target) for k in kernels])
     return {k.classname: r for k, r in zip(kernels, results, strict=True)}
 
 
-def _compile_cell(kernel: Kernel, target: Target, build, where: Provenance) -> Cell:
-    cell = Cell(kernel.chapter, kernel.name, "compile", target.name, where, Outcome.PASSED)
-    if isinstance(build, str):
-        cell.outcome, cell.message = Outcome.FAILED, build
+def _compile_cell(kernel: Kernel, target: Target, build: Build, where: Provenance) -> Cell:
+    cell = new_cell(kernel, COMPILE_CELL, target, where)
+    if isinstance(build, Unavailable):
         cell.compile = CompileFacts(embedded=target.gencode)
+        cell.settle(KernelFailed(f"not compiled: {build.why}"))
         return cell
     cell.compile = CompileFacts(
         embedded=target.gencode,
@@ -256,72 +297,38 @@ def _compile_cell(kernel: Kernel, target: Target, build, where: Provenance) -> C
     )
     cell.detail = " ".join(build.command) + "\n" + build.log
     cell.seconds = build.seconds
-    if not build.ok:
-        cell.outcome = Outcome.FAILED
-        if build.command:
-            cell.message = f"nvcc failed for {kernel.source}: {failure_line(build.log)}"
-        else:  # refused before nvcc ran
-            cell.message = f"not compiled: {build.log}"
+    if build.binary is None:
+        cell.settle(KernelFailed(f"nvcc failed for {kernel.source}: {failure_line(build.log)}"))
     elif build.sass and build.sass.error:
-        cell.outcome = Outcome.FAILED
         wanted = ", ".join(build.sass.counts)
-        cell.message = f"cannot check the SASS for {wanted}: {build.sass.error}"
+        cell.settle(KernelFailed(f"cannot check the SASS for {wanted}: {build.sass.error}"))
     elif build.sass and build.sass.missing:
-        cell.outcome = Outcome.FAILED
-        cell.message = (
-            f"the {target.name} SASS has no {', '.join(build.sass.missing)}: "
-            f"{kernel.classname} compiled to a slower path than its spec demands"
+        cell.settle(
+            KernelFailed(
+                f"the {target.name} SASS has no {', '.join(build.sass.missing)}: "
+                f"{kernel.classname} compiled to a slower path than its spec demands"
+            )
         )
     return cell
 
 
-@dataclass(frozen=True)
-class NotRun:
-    """Why a build's run cells do not run here, and the outcome that gives them."""
-
-    outcome: Outcome
-    reason: SkipReason | None
-    why: str
-
-
-def why_not_run(target: Target, device, build) -> NotRun | None:
-    """None when the build can run here; else the outcome of its run cells, and why."""
+def runnable_binary(target: Target, device: DeviceInfo | Unavailable, build: Build) -> Path:
+    """The binary a build's run cells load here; the CellError that settles them when they
+    cannot run here."""
     # A case that can never run because its kernel did not build fails, on any machine.
-    if not isinstance(build, Compiled):
-        return NotRun(Outcome.FAILED, None, f"not compiled: {build}")
-    if not build.ok:
-        return NotRun(
-            Outcome.FAILED, None, f"not compiled: nvcc failed (see compile[{target.name}])"
-        )
-    if isinstance(device, NoDevice):
-        return NotRun(
-            Outcome.SKIPPED, SkipReason.NO_DEVICE, f"no CUDA device visible ({device.reason})"
-        )
+    if isinstance(build, Unavailable):
+        raise KernelFailed(f"not compiled: {build.why}")
+    if build.binary is None:
+        raise KernelFailed(f"not compiled: nvcc failed (see compile[{target.name}])")
+    if isinstance(device, Unavailable):
+        raise Skip(SkipReason.NO_DEVICE, f"no CUDA device visible ({device.why})")
     if target.runs_on(device.cc) is None:
         how = f"CC {target.cc} exactly" if target.arch_specific else f"CC {target.cc.major}.x"
         if target.ptx:
             how += f" or, through PTX, CC >= {target.cc}"
-        why = (
+        raise Skip(
+            SkipReason.DEVICE_UNSUPPORTED,
             f"compiled and inspected, never run here: {target.name} binaries run on {how}; "
-            f"{device.name} is CC {device.cc}"
+            f"{device.name} is CC {device.cc}",
         )
-        return NotRun(Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED, why)
-    return None
-
-
-def not_run_cell(
-    kernel: Kernel, run: RunCell, target: Target, where: Provenance, not_run: NotRun
-) -> Cell:
-    """The run cell `run`, given why_not_run's reason not to run it."""
-    if not_run.outcome is Outcome.SKIPPED:
-        return skipped(kernel, run, target, where, not_run.reason, not_run.why)
-    return Cell(
-        kernel.chapter,
-        kernel.name,
-        run.case,
-        target.name,
-        where,
-        not_run.outcome,
-        message=not_run.why,
-        tool=run.tool,
-    )
+    return build.binary

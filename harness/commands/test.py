@@ -1,7 +1,7 @@
 """One target of the matrix, end to end: discover, compile, run, verify, time, report.
 
 Every (kernel, case) gets exactly one cell. The report is rewritten after the compile stage and
-as cases finish (junit.LiveReport: at most WRITE_INTERVAL_S behind the last), so whatever was
+as cases finish (store.LiveReport: at most WRITE_INTERVAL_S behind the last), so whatever was
 measured is on disk whatever happens next. With several
 GPUs visible, each has its own worker and its own shard of the cases (balanced by expected time);
 a fault on one GPU fails only its case and restarts only that GPU's worker.
@@ -9,6 +9,7 @@ a fault on one GPU fails only its case and restarts only that GPU's worker.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import threading
@@ -17,42 +18,41 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.kernels import Kernel
-from harness.build.matrix import Matrix, Target
-from harness.build.toolchain import Toolchain, ToolchainError
-from harness.commands.progress import Progress
+from harness.commands import environment
+from harness.commands.console import Progress, print_summary
 from harness.commands.stage import (
     RunCell,
+    RunOptions,
     RunResult,
+    check_selection,
     compile_stage,
-    find_kernels,
+    load_kernels,
     new_report,
-    not_run_cell,
-    provenance,
     report_stem,
-    why_not_run,
+    run_provenance,
+    runnable_binary,
+    settled_cell,
 )
-from harness.provenance import runner_name
-from harness.report import junit
-from harness.result import Cell, Outcome, Provenance, Report, ReportError
+from harness.compile.toolchain import Toolchain
+from harness.model.discovery import Kernel
+from harness.model.matrix import Matrix, Target
+from harness.model.provenance import runner_name
+from harness.model.result import (
+    Cell,
+    CellError,
+    CellKind,
+    Provenance,
+    Report,
+    ReportError,
+    Unavailable,
+)
+from harness.report import store
 from harness.run import worker
-from harness.run.device import DeviceInfo, NoDevice
-from harness.run.pool import Fault, Serve, WorkerPool
+from harness.run.device import DeviceInfo
+from harness.run.pool import Serve, WorkerFault, WorkerPool
 from harness.run.schedule import AHEAD_CASES, expected_seconds, shard
 from harness.run.worker import CaseJob, WorkerSetup
-from harness.spec import Case
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    target: Target
-    kernels_roots: tuple[Path, ...]  # each holds <chapter>/<kernel>/spec.py folders
-    reports_dir: Path
-    cache_dir: Path
-    execute: bool  # False: compile cells only
-    select: str = ""  # keep kernels whose <chapter>.<kernel> contains this
-    runner: str = ""  # names the report's suite; defaults to the host name
-    commit: str | None = None  # the project's commit the run is of
+from harness.spec import Case, Work
 
 
 @dataclass(frozen=True)
@@ -76,35 +76,36 @@ class _Job:
 def run_target(
     matrix: Matrix,
     options: RunOptions,
-    toolchain: Toolchain | ToolchainError,
-    device: DeviceInfo | NoDevice | Sequence[DeviceInfo],
+    toolchain: Toolchain | Unavailable,
+    devices: Sequence[DeviceInfo] | Unavailable,
     workers: Workers = Workers(),
+    execute: bool = True,
 ) -> RunResult:
-    """`device`: the GPU, every GPU to spread the cases over, or why there is none."""
+    """`devices`: every GPU to spread the cases over, or why there is none; `execute` False
+    compiles only (the compile command)."""
     started = time.monotonic()
-    devices = [device] if isinstance(device, DeviceInfo | NoDevice) else list(device)
-    first = devices[0]
+    first = devices if isinstance(devices, Unavailable) else devices[0]
     target = options.target
-    # Before any report is written: a run that selects nothing writes none.
-    kernels = find_kernels(options.kernels_roots, options.select, matrix.timing.case_timeout_s)
+    folders = check_selection(options.kernels_roots, options.select)
     runner = runner_name(options.runner)
-    kind = "junit" if options.execute else "compile"
-    files = junit.report_files(options.reports_dir, report_stem(kind, target, options.select))
+    kind = "junit" if execute else "compile"
+    files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
     last_seconds = _seconds_of_last_run(files.json)
-    where = provenance(runner, options.commit, toolchain, first)
+    where = run_provenance(runner, options.commit, toolchain, first)
     report = new_report(f"cuda-matrix.{target.name}.{runner}", target, where, toolchain, first)
-    junit.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
+    store.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
+    kernels, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
     stage = compile_stage(
         target=target,
         kernels=kernels,
         toolchain=toolchain,
         cache_dir=options.cache_dir,
         where=where,
-        run_cells=lambda kernel: [RunCell(case.name) for case in kernel.spec.cases],
+        run_cells=_case_cells,
     )
-    report.cells.extend(stage.cells)
-    junit.write(files, report)
-    if options.execute:
+    report.cells.extend([*spec_cells, *stage.cells])
+    store.write(files, report)
+    if execute:
         order = {
             (kernel.classname, case.name): index
             for index, (kernel, case) in enumerate(
@@ -113,27 +114,30 @@ def run_target(
         }
         jobs = []
         for kernel in stage.kernels:
-            build = stage.builds.get(kernel.classname)
-            not_run = why_not_run(target, first, build)
+            try:
+                binary = runnable_binary(target, first, stage.builds[kernel.classname])
+            except CellError as cannot:
+                for run in _case_cells(kernel):
+                    report.cells.append(settled_cell(kernel, run, target, where, cannot))
+                continue
             for case in kernel.spec.cases:
-                if not_run:
-                    report.cells.append(
-                        not_run_cell(kernel, RunCell(case.name), target, where, not_run)
-                    )
-                else:
-                    key = (kernel.classname, case.name)
-                    expected = expected_seconds(key, last_seconds, _work_of(kernel, case))
-                    jobs.append(_Job(kernel, case, build.binary, expected))
-        junit.write(files, report)
-        if jobs:
-            _run_jobs(jobs, devices, matrix, target, where, workers, report, files)
-        compiled = len(stage.cells)
+                key = (kernel.classname, case.name)
+                expected = expected_seconds(key, last_seconds, _work_of(kernel, case))
+                jobs.append(_Job(kernel, case, binary, expected))
+        store.write(files, report)
+        if jobs and not isinstance(devices, Unavailable):
+            _run_jobs(jobs, list(devices), matrix, target, where, workers, report, files)
+        compiled = len(spec_cells) + len(stage.cells)
         run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
         report.cells[compiled:] = run_cells
     report.finished = True
     report.wall_s = round(time.monotonic() - started, 3)
-    junit.write(files, report)
+    store.write(files, report)
     return RunResult(report, files, stage.fresh, stage.cached)
+
+
+def _case_cells(kernel: Kernel) -> list[RunCell]:
+    return [RunCell(CellKind.CASE, case.name) for case in kernel.spec.cases]
 
 
 def _run_jobs(
@@ -144,14 +148,14 @@ def _run_jobs(
     where: Provenance,
     workers: Workers,
     report: Report,
-    files: junit.ReportFiles,
+    files: store.ReportFiles,
 ) -> None:
     """Every job on one of `devices`, each device working through its shard in its own worker;
     each cell goes into the report (rewritten on disk) the moment it is done."""
     shards = shard(jobs, lambda job: job.expected_s, len(devices))
     progress = Progress(len(jobs), max(sum(j.expected_s for j in s) for s in shards))
     host_threads = max(1, (os.cpu_count() or 1) // len(devices))
-    live = junit.LiveReport(files, report)
+    live = store.LiveReport(files, report)
     done = threading.Lock()
 
     def finished(cell: Cell) -> None:
@@ -160,13 +164,13 @@ def _run_jobs(
             progress.finished(cell)
 
     def drive(device: DeviceInfo, queue: list[_Job]) -> None:
-        setup = WorkerSetup(device, matrix.timing, host_threads)
+        setup = WorkerSetup(device, matrix.timer, host_threads)
         with WorkerPool(workers.start, workers.serve, setup) as pool:
             for index, job in enumerate(queue):
                 after = queue[index + 1 : index + 1 + AHEAD_CASES]
                 upcoming = tuple(_case_job(later, target, where) for later in after)
                 case_job = _case_job(job, target, where, upcoming)
-                timeout_s = matrix.timing.case_timeout_s
+                timeout_s = matrix.timer.case_timeout_s
                 finished(_run_one(pool, job, case_job, device, timeout_s))
 
     failures: list[BaseException] = []
@@ -201,20 +205,11 @@ def _run_one(
     pool: WorkerPool, job: _Job, case_job: CaseJob, device: DeviceInfo, timeout_s: float
 ) -> Cell:
     started = time.monotonic()
-    result = pool.run(case_job, timeout_s)
-    if isinstance(result, Fault):  # the worker died on this case
-        kernel = job.kernel
-        cell = Cell(
-            kernel.chapter,
-            kernel.name,
-            job.case.name,
-            case_job.target.name,
-            case_job.provenance,
-            Outcome.FAILED,
-            message=result.message,
-        )
-    else:
-        cell = result
+    try:
+        cell: Cell = pool.run(case_job, timeout_s)
+    except WorkerFault as fault:  # the worker died on this case
+        run = RunCell(CellKind.CASE, job.case.name)
+        cell = settled_cell(job.kernel, run, case_job.target, case_job.provenance, fault)
     # a faulted case costs what the parent waited, worker start included
     cell.seconds = cell.seconds or time.monotonic() - started
     if pool.start_s:  # the first case, or the one after a fault
@@ -237,11 +232,21 @@ def _seconds_of_last_run(json_file: Path) -> dict[tuple[str, str], float]:
         last = Report.from_json(json.loads(json_file.read_text()), json_file)
     except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
         return {}
-    return {(c.classname, c.case): c.seconds for c in last.cells if c.tool is None}
+    return {(c.classname, c.case): c.seconds for c in last.cells if c.kind is CellKind.CASE}
 
 
-def _work_of(kernel: Kernel, case: Case):
+def _work_of(kernel: Kernel, case: Case) -> Work | None:
     try:
         return kernel.spec.work(case)
     except Exception:  # an estimate only: the case's own run reports what its spec raises
         return None
+
+
+def main(args: argparse.Namespace) -> int:
+    """`test <target>`: compile the target and run it on this machine's GPUs."""
+    matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
+    nvcc = environment.toolchain()
+    gpus = environment.devices(matrix)
+    result = run_target(matrix, environment.run_options(args, target), nvcc, gpus)
+    print_summary(result)
+    return 0 if result.ok else 1

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from harness.build.matrix import DevicePeaks
-from harness.result import Cell, Outcome
+from harness.model.matrix import DevicePeaks
+from harness.model.result import Cell, Outcome
 
 PALETTE = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#ad1457")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 320, 64, 16, 12, 40

@@ -1,9 +1,9 @@
 """One self-contained HTML page of a ReportSet: a grid of cells, filters, and a details panel.
 
-Rows are (chapter, kernel, case) with the compile cell first; columns are target@runner, plus
-one column marked MISSING per expected target with no report. The grid is rendered here, every
-text escaped; each cell's full record (message, log, properties, samples, trend) travels as one
-JSON blob that dashboard.js turns into the details panel. No network, no external fonts.
+Rows are (chapter, kernel, case) with the kernel's own cells (spec, compile) first; columns are
+target@runner, plus one column marked MISSING per expected target with no report. The grid is
+rendered here, every text escaped; each cell's full record (message, log, properties, samples,
+trend) travels as one JSON blob that dashboard.js turns into the details panel. No network, no external fonts.
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ from pathlib import Path
 
 import jinja2
 
-from harness.build.matrix import DevicePeaks
+from harness.model.matrix import DevicePeaks
+from harness.model.result import Cell, CellKind
 from harness.report.charts import rooflines, vendor_bars
+from harness.report.history import Trends
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
-from harness.report.summary import compiled_only, natural_key
+from harness.report.summary import compiled_only, natural_key, row_key
 from harness.report.verdict import Judgement, Verdict
-from harness.result import Cell
 
 _HERE = Path(__file__).parent
 OUTCOMES = ("passed", "failed", "error", "skipped")
-
-Trends = Mapping[tuple[str, str, str], Sequence[tuple[str, float]]]
 
 
 @dataclass
@@ -177,12 +176,13 @@ def _column_view(column: _Column, only_built: Mapping[str, tuple[int, int]]) -> 
 def _chapters(
     report_set: ReportSet, columns: list[_Column], verdicts: Mapping[int, Verdict]
 ) -> list[dict]:
-    """chapter -> kernel -> rows (compile first, then cases in natural order) -> a slot per
-    column, each with its cells."""
-    tree: dict[str, dict[str, dict[str, dict[str, list[int]]]]] = {}
-    for index, cell in enumerate(report_set.cells):
+    """chapter -> kernel -> rows (in summary.row_key's order: by kind, then naturally) -> a slot
+    per column, each with its cells."""
+    tree: dict[str, dict[str, dict[tuple[CellKind, str], dict[str, list[int]]]]] = {}
+    cells = report_set.cells
+    for index, cell in enumerate(cells):
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
-        cases.setdefault(cell.row, {}).setdefault(cell.column, []).append(index)
+        cases.setdefault((cell.kind, cell.row), {}).setdefault(cell.column, []).append(index)
     never = set(report_set.never_ran())
     chapters = []
     for chapter in sorted(tree, key=natural_key):
@@ -191,22 +191,20 @@ def _chapters(
             cases = tree[chapter][kernel]
             rows = [
                 {
-                    "case": case,
+                    "case": row,
                     "slots": [
                         {
                             "missing": column.missing,
                             "target": column.target,
                             "cells": [
-                                _cell_view(i, report_set.cells[i], verdicts)
-                                for i in cases[case].get(column.key, [])
+                                _cell_view(i, cells[i], verdicts)
+                                for i in cases[kind, row].get(column.key, [])
                             ],
                         }
                         for column in columns
                     ],
                 }
-                for case in sorted(
-                    cases, key=lambda c: (c not in ("spec", "compile"), natural_key(c))
-                )
+                for kind, row in sorted(cases, key=lambda kind_row: row_key(*kind_row))
             ]
             classname = f"{chapter}.{kernel}"
             kernels.append(

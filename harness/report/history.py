@@ -13,9 +13,9 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.model.result import Cell, CellKind, Provenance, column_of
 from harness.report.merge import ReportSet
 from harness.report.verdict import Verdict, judge
-from harness.result import Cell, Provenance
 
 SCHEMA_VERSION = 2  # PRAGMA user_version: 1 kept each cell's properties as strings
 SCHEMA = """
@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS cells (
     PRIMARY KEY (run_id, classname, name)
 );
 """
+
+
+# (column, classname, name) -> [(commit, median_us)] in the order runs were stored
+Trends = dict[tuple[str, str, str], list[tuple[str, float]]]
 
 
 class HistoryError(Exception):
@@ -141,6 +145,7 @@ class History:
         """Each timed cell against the same cell (target, device, kernel, case) at `baseline`,
         with whether the kernel's binary is byte for byte the baseline's."""
         stored: dict[tuple[str, str, str, str], Cell] = {}
+        builds: dict[tuple[str, str, str], Cell] = {}  # the baseline's compile cells
         for target, runner, device, record in self.db.execute(
             "SELECT r.target, r.runner, r.device, c.cell FROM cells c "
             "JOIN runs r ON c.run_id = r.id WHERE r.commit_id = ?",
@@ -149,29 +154,32 @@ class History:
             where = Provenance(runner=runner, commit=baseline, device=device)
             cell = Cell.from_json(json.loads(record), target, where)
             stored[(target, device, cell.classname, cell.name)] = cell
+            if cell.kind is CellKind.COMPILE:
+                builds[(target, device, cell.classname)] = cell
         verdicts = []
         for cell in report_set.cells:
             device = cell.provenance.device or "none"
             base = stored.get((cell.target, device, cell.classname, cell.name))
             if cell.timing is None or base is None or base.timing is None:
                 continue
-            built = stored.get((cell.target, device, cell.classname, f"compile[{cell.target}]"))
+            built = builds.get((cell.target, device, cell.classname))
             now_sha = _binary_sha256(report_set.cells, cell)
             base_sha = built.compile.binary_sha256 if built and built.compile else None
             same = now_sha == base_sha if now_sha and base_sha else None
             verdicts.append(judge(cell, base, same))
         return verdicts
 
-    def trends(self) -> dict[tuple[str, str, str], list[tuple[str, float]]]:
-        """(column, classname, name) -> [(commit, median_us)] in the order runs were stored."""
-        trends: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+    def trends(self) -> Trends:
+        """Every timed cell's medians over the stored runs, by the cell's column (Cell.column),
+        classname and name."""
+        trends: Trends = {}
         rows = self.db.execute(
             "SELECT r.target, r.runner, c.classname, c.name, r.commit_id, c.median_us "
             "FROM cells c JOIN runs r ON c.run_id = r.id "
             "WHERE c.median_us IS NOT NULL ORDER BY r.id"
         )
         for target, runner, classname, name, commit, median in rows:
-            trends.setdefault((f"{target}@{runner}", classname, name), []).append(
+            trends.setdefault((column_of(target, runner), classname, name), []).append(
                 (commit[:10], median)
             )
         return trends
@@ -181,7 +189,7 @@ def _binary_sha256(cells: list[Cell], run_cell: Cell) -> str | None:
     """The hash of the binary `run_cell` ran: its kernel's compile cell of the same run."""
     for cell in cells:
         if (
-            cell.case == "compile"
+            cell.kind is CellKind.COMPILE
             and cell.classname == run_cell.classname
             and cell.target == run_cell.target
             and cell.runner == run_cell.runner

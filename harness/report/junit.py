@@ -1,105 +1,17 @@
-"""JUnit XML rendered from the result model, and the report's two files: XML and JSON.
+"""JUnit XML rendered from the result model.
 
 The XML follows the Jenkins xunit JUnit schema plus `<properties>` inside `<testcase>`: each
 metric of a cell is one property, formatted here and nowhere else, under the names dashboards
-already read (`time_median_us`, `registers`, ...). The JSON is `Report.to_json()`, numbers as
-numbers; it is what the harness itself reads back.
+already read (`time_median_us`, `registers`, ...). The report's files are harness.report.store's.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import tempfile
-import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
-from harness.result import Cell, Outcome, Report
-
-WRITE_INTERVAL_S = 0.5  # a live report's longest lag behind its last cell
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    xml: Path
-    json: Path
-
-
-def report_files(reports_dir: Path, stem: str) -> ReportFiles:
-    return ReportFiles(reports_dir / f"{stem}.xml", reports_dir / f"{stem}.json")
-
-
-def write(files: ReportFiles, report: Report) -> None:
-    """Write both files atomically, so a crash mid-run leaves the last complete report."""
-    files.xml.parent.mkdir(parents=True, exist_ok=True)
-    _replace(files.xml, render([report]))
-    _replace(files.json, json.dumps(report.to_json(), indent=1) + "\n")
-
-
-class LiveReport:
-    """A report kept on disk while its cells come in, written by a thread of its own so that the
-    run never waits for the disk: the files are at most `interval_s` behind the last cell, and
-    `close` leaves them complete.
-
-    Writing is paced because rendering a report holds the interpreter's lock for its length (a
-    full run's samples make megabytes of JSON): written after every cell, it would stall the
-    threads that feed the GPU once per cell."""
-
-    def __init__(self, files: ReportFiles, report: Report, interval_s: float = WRITE_INTERVAL_S):
-        self.files, self.report, self.interval_s = files, report, interval_s
-        self._lock = threading.Lock()
-        self._dirty = threading.Event()
-        self._closing = threading.Event()
-        self._error: OSError | None = None
-        self._thread = threading.Thread(target=self._keep_written, daemon=True)
-        self._thread.start()
-
-    def add(self, cell: Cell) -> None:
-        with self._lock:
-            self.report.cells.append(cell)
-        self._dirty.set()
-
-    def _keep_written(self) -> None:
-        while not self._closing.is_set():
-            self._dirty.wait()
-            self._dirty.clear()
-            with self._lock:
-                snapshot = dataclasses.replace(self.report, cells=list(self.report.cells))
-            try:
-                write(self.files, snapshot)
-            except OSError as error:  # a full disk: raised from close, in the run's thread
-                self._error = error
-            self._closing.wait(self.interval_s)  # the cells of the pause go in the next write
-
-    def close(self) -> None:
-        self._closing.set()
-        self._dirty.set()
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        write(self.files, self.report)
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write `text` to a new file of a unique name beside `path`, then rename it over `path`:
-    two runs writing the same report never share a scratch file, and a link planted at a
-    scratch name is never followed (mkstemp creates the file, O_EXCL)."""
-    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(handle, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+from harness.model.result import Cell, Outcome, Report
 
 
 def render(reports: Iterable[Report], name: str | None = None) -> str:
@@ -175,7 +87,7 @@ def properties_of(cell: Cell) -> dict[str, str]:
         "driver": where.driver or "none",
         "toolkit": where.toolkit or "none",
         "commit": where.commit or "unknown",
-        "binary": cell.binary or "none",
+        "binary": cell.loaded_as or "none",  # CONTRACT.md's name for it
     }
     if cell.seed is not None:
         shown["seed"] = str(cell.seed)

@@ -17,8 +17,8 @@ from pathlib import Path
 from junitparser import Error, Failure, JUnitXml, Skipped
 from junitparser.junitparser import JUnitXmlError
 
-from harness.report import junit
-from harness.result import Cell, Outcome, Report, ReportError
+from harness.model.result import Cell, CellKind, Outcome, Report, ReportError
+from harness.report import junit, store
 
 
 @dataclass
@@ -34,10 +34,6 @@ class ReportSet:
         return [cell for report in self.reports for cell in report.cells]
 
     @property
-    def suites(self) -> list[str]:
-        return [report.suite for report in self.reports]
-
-    @property
     def targets(self) -> list[str]:
         return sorted({report.target for report in self.reports})
 
@@ -45,7 +41,7 @@ class ReportSet:
         """Kernels none of whose run cells ran (passed or failed) on any target or runner."""
         ran: dict[str, bool] = {}
         for cell in self.cells:
-            if cell.case in ("compile", "spec"):
+            if cell.kind not in (CellKind.CASE, CellKind.SANITIZER):
                 continue
             ran.setdefault(cell.classname, False)
             if cell.outcome in (Outcome.PASSED, Outcome.FAILED):
@@ -151,4 +147,4 @@ def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
 def write_merged_xml(report_set: ReportSet, path: Path) -> None:
     """One JUnit file with one suite per report read: suites are appended, never merged."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit.render(report_set.reports, name="cuda-matrix"))
+    store.replace(path, junit.render(report_set.reports, name="cuda-matrix"))

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.build.matrix import DevicePeaks
+from harness.model.matrix import DevicePeaks
+from harness.model.result import CellKind, SkipReason
+from harness.report import store
 from harness.report.dashboard import render_dashboard
-from harness.report.history import HistoryError, open_history
+from harness.report.history import HistoryError, Trends, open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
 from harness.report.summary import compiled_only, render_summary
 from harness.report.verdict import Judgement, Verdict
-from harness.result import SkipReason
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,18 @@ def publish(options: PublishOptions) -> Published:
         if not report.finished
     ]
     failures: list[str] = [*report_set.problems, *unfinished]
-    remarks: list[str] = list(report_set.remarks)
-    verdicts, trends = _against_history(report_set, options, remarks)
+    judged = _against_history(report_set, options)
+    verdicts = judged.verdicts
+    remarks = [*report_set.remarks, *judged.remarks]
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
     summary = render_summary(
         report_set, verdicts, [*remarks, *unfinished], options.expected_targets
     )
-    (out / "summary.md").write_text(summary)
-    page = render_dashboard(report_set, trends, verdicts, options.device_peaks)
-    (out / "dashboard.html").write_text(page)
+    store.replace(out / "summary.md", summary)
+    page = render_dashboard(report_set, judged.trends, verdicts, options.device_peaks)
+    store.replace(out / "dashboard.html", page)
     if options.max_slowdown_pct is not None:
         for verdict in verdicts:
             if (
@@ -90,7 +92,7 @@ def _inspected_only(report_set: ReportSet) -> set[str]:
     columns = compiled_only(report_set.cells)
     could_run: dict[str, bool] = {}
     for cell in report_set.cells:
-        if cell.case in ("compile", "spec") or cell.tool is not None:
+        if cell.kind is not CellKind.CASE:
             continue
         unrunnable = cell.skip_reason is SkipReason.TARGET_UNSUPPORTED or (
             cell.skip_reason is SkipReason.DEVICE_UNSUPPORTED and cell.column in columns
@@ -99,15 +101,23 @@ def _inspected_only(report_set: ReportSet) -> set[str]:
     return {kernel for kernel, could in could_run.items() if not could}
 
 
-def _against_history(report_set, options: PublishOptions, remarks: list[str]):
+@dataclass(frozen=True)
+class _Judged:
+    """What the history says of this run: verdicts against the baseline, the stored trends, and
+    what the reader must know of it (a baseline that is not stored, a history started anew)."""
+
+    verdicts: list[Verdict]
+    trends: Trends
+    remarks: list[str]
+
+
+def _against_history(report_set: ReportSet, options: PublishOptions) -> _Judged:
     """The verdicts against the baseline and the stored trends, once this run is recorded."""
     try:
         history, why_fresh = open_history(options.database)
     except HistoryError as error:  # the reports are still published
-        remarks.append(f"{error}: nothing was judged or recorded")
-        return [], {}
-    if why_fresh:
-        remarks.append(why_fresh)
+        return _Judged([], {}, [f"{error}: nothing was judged or recorded"])
+    remarks = [why_fresh] if why_fresh else []
     try:
         verdicts: list[Verdict] = []
         if options.baseline:
@@ -121,6 +131,6 @@ def _against_history(report_set, options: PublishOptions, remarks: list[str]):
             else:
                 verdicts = history.compare(report_set, baseline)
         history.record(report_set, options.commit)
-        return verdicts, history.trends()
+        return _Judged(verdicts, history.trends(), remarks)
     finally:
         history.close()

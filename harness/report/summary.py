@@ -17,9 +17,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from harness.model.result import Cell, CellKind, Outcome, SkipReason
 from harness.report.merge import ReportSet
 from harness.report.verdict import Judgement, Verdict
-from harness.result import Cell, Outcome, SkipReason
 
 MARK = {
     Outcome.PASSED: "✅",
@@ -39,8 +39,10 @@ def natural_key(text: str) -> tuple:
     )
 
 
-def _row_key(row: str) -> tuple:
-    return (row != "compile", natural_key(row))  # compile first, then the cases
+def row_key(kind: CellKind, row: str) -> tuple:
+    """A kernel's rows in the order every report lists them: by kind (the spec's, compile, the
+    cases, the sanitizer's), then naturally by name."""
+    return (kind.rank, natural_key(row))
 
 
 def _md(text: str) -> str:
@@ -90,7 +92,9 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
     reasons = Counter(
         cell.skip_reason.value
         for cell in report_set.cells
-        if cell.classname in never and cell.skip_reason and cell.case not in ("compile", "spec")
+        if cell.classname in never
+        and cell.skip_reason
+        and cell.kind in (CellKind.CASE, CellKind.SANITIZER)
     )
     why = ", ".join(f"{reason} ({count} cells)" for reason, count in reasons.most_common())
     names = ", ".join(f"`{_md(kernel)}`" for kernel in kernels)
@@ -105,9 +109,9 @@ def compiled_only(cells: Iterable[Cell]) -> dict[str, tuple[int, int]]:
     runs: Counter = Counter()
     ran: set[str] = set()
     for cell in cells:
-        if cell.case == "compile":
+        if cell.kind is CellKind.COMPILE:
             compiled[cell.column] += cell.outcome is Outcome.PASSED
-        elif cell.case != "spec" and cell.tool is None:
+        elif cell.kind is CellKind.CASE:
             runs[cell.column] += 1
             unsupported = {SkipReason.DEVICE_UNSUPPORTED, SkipReason.TARGET_UNSUPPORTED}
             if cell.outcome is not Outcome.SKIPPED or cell.skip_reason not in unsupported:
@@ -203,15 +207,15 @@ def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> s
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = []
     for kernel in sorted(kernels, key=natural_key):
-        by_row: dict[str, dict[str, Cell]] = {}
+        by_row: dict[tuple[CellKind, str], dict[str, Cell]] = {}
         for column, cells in kernels[kernel].items():
             for cell in cells:
-                by_row.setdefault(cell.row, {})[column] = cell
-        for row in sorted(by_row, key=_row_key):
+                by_row.setdefault((cell.kind, cell.row), {})[column] = cell
+        for kind, row in sorted(by_row, key=lambda kind_row: row_key(*kind_row)):
+            slots = by_row[kind, row]
             entries = "".join(
-                f"<td>{html.escape(_case_text(by_row[row][c], judged.get(id(by_row[row][c]))))}"
-                "</td>"
-                if c in by_row[row]
+                f"<td>{html.escape(_case_text(slots[c], judged.get(id(slots[c]))))}</td>"
+                if c in slots
                 else "<td>—</td>"
                 for c in columns
             )

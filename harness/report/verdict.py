@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.result import Cell
+from harness.model.result import Cell
 
 # The change a rerun of the same binary can show, by how long the case runs. Measured on H200s
-# (docs/reports/h200 and FIELD_NOTES): back to back on one machine the per-case medians moved by
-# up to 1.0 % for cases of 20 us or more and 6.1 % below; across machines by up to 3.0 % and
+# (the reruns kept in docs/reports/h200): back to back on one machine the per-case medians moved
+# by up to 1.0 % for cases of 20 us or more and 6.1 % below; across machines by up to 3.0 % and
 # 13.5 % (launch-bound 3 us cases).
 THRESHOLDS_PCT = ((20.0, 15.0), (float("inf"), 3.5))  # (cases below this many us, threshold)
 CONFIDENCE = 0.95
@@ -47,11 +47,6 @@ class Verdict:
     @property
     def change_pct(self) -> float:
         return 100.0 * (self.ratio - 1.0)
-
-    @property
-    def cause(self) -> str:
-        """For a SLOWER cell: "environment" when the binary did not change, else "code"."""
-        return "environment" if self.same_binary else "code"
 
 
 def threshold_pct(median_us: float) -> float:

@@ -21,23 +21,28 @@ from pathlib import Path
 import numpy as np
 from cuda.core import Device
 
-from harness.build.kernels import Kernel
-from harness.build.matrix import Target, TimingDefaults
-from harness.result import Cell, Outcome, Provenance, SkipReason, Stages, Timing
+from harness.model.discovery import Kernel
+from harness.model.matrix import Target, TimerSettings
+from harness.model.result import (
+    Cell,
+    CellError,
+    CellKind,
+    KernelFailed,
+    Outcome,
+    Provenance,
+    SpecError,
+    Stages,
+    Timing,
+)
+from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
-from harness.run.launch import (
-    POISON_BYTE,
-    SECOND_POISON_BYTE,
-    CudaError,
-    Module,
-    Workspace,
-)
+from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, Module, Workspace
 from harness.run.schedule import AHEAD_CASES
 from harness.run.throughput import beyond_peak, throughput
-from harness.run.timing import ClockProbe, StreamGate, measure
-from harness.run.vendor import measure_vendor
-from harness.run.verify import SpecError, check_reference_fits, compare, unchanged
+from harness.run.timer import ClockProbe, StreamGate, measure
+from harness.run.vendor_timing import measure_vendor
+from harness.run.verify import check_reference_fits, compare, unchanged
 from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef
 
 
@@ -59,14 +64,6 @@ class _Verified:
     expected: Mapping[str, np.ndarray]
 
 
-class _SpecFailure(Exception):
-    """The kernel's spec broke at one step; the cell is an error, not a failure."""
-
-    def __init__(self, step: str, error: BaseException):
-        super().__init__(step)
-        self.step, self.error = step, error
-
-
 @dataclass(frozen=True)
 class Upcoming:
     """The case a worker runs next, whose host work may start while this one is on the GPU."""
@@ -80,20 +77,26 @@ class Upcoming:
 @dataclass(frozen=True)
 class _HostWork:
     """A case's host side, made on the host's cores (ahead of the GPU when the worker knows what
-    comes next): its problem from setup() and its reference, or the step where the spec broke."""
+    comes next): its problem from setup() and its reference, or what the spec raised on the way,
+    to be raised again at the case's turn (a reference that raises still lets the kernel run)."""
 
     problem: Problem | None
     expected: Mapping[str, np.ndarray] | None
-    failure: _SpecFailure | None
+    raised: CellError | None
     setup_s: float
     reference_s: float
 
 
-def _spec_step(step: str, call, *args):
+def _spec_step(kernel: Kernel, step: str, call, *args):
+    """`call(*args)`, a function of the kernel's spec: what it raises is the spec's error, but
+    for DeviceUnsupported, which skips the case."""
     try:
         return call(*args)
+    except DeviceUnsupported:
+        raise
     except Exception as error:  # anything a user's spec raises belongs to its cell
-        raise _SpecFailure(step, error) from error
+        message, detail = describe_exception(error)
+        raise SpecError(f"{kernel.classname} spec {step}() raised {message}", detail) from error
 
 
 class GpuRuntime:
@@ -106,9 +109,9 @@ class GpuRuntime:
     the timing to end.
     """
 
-    def __init__(self, info: DeviceInfo, timing: TimingDefaults, host_threads: int | None = None):
+    def __init__(self, info: DeviceInfo, timer: TimerSettings, host_threads: int | None = None):
         self.info = info
-        self.timing = timing
+        self.timer = timer
         self.device = Device(info.ordinal)
         self.device.set_current()
         self.stream = self.device.create_stream()
@@ -151,13 +154,20 @@ class GpuRuntime:
         The host work of the `upcoming` cases (the next AHEAD_CASES) starts now, each on a
         helper thread, so that it is ready when its turn comes.
         """
-        cell = Cell(kernel.chapter, kernel.name, case.name, target.name, provenance, Outcome.PASSED)
+        cell = Cell(
+            CellKind.CASE,
+            kernel.chapter,
+            kernel.name,
+            case.name,
+            target.name,
+            provenance,
+            Outcome.PASSED,
+        )
         try:
             module = self.module(binary, target)
         except Exception as error:  # a binary the driver refuses fails the case, not the run
             message, detail = describe_exception(error)
-            cell.outcome = Outcome.FAILED
-            cell.message, cell.detail = f"loading {binary.name} failed: {message}", detail
+            cell.settle(KernelFailed(f"loading {binary.name} failed: {message}", detail))
             return cell, False
         prepared = self._prepared.pop((kernel.classname, case.name, binary), None)
         self._prepare_ahead(upcoming[:AHEAD_CASES])
@@ -178,22 +188,24 @@ class GpuRuntime:
         try:
             module = self.module(upcoming.binary, upcoming.target)
         except Exception as error:  # its own run_case reports it when it loads it again
-            return _HostWork(None, None, _SpecFailure("setup", error), 0.0, 0.0)
+            message, detail = describe_exception(error)
+            return _HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)
         return self._host_work(upcoming.kernel, upcoming.case, module)
 
     def _host_work(self, kernel: Kernel, case: Case, module: Module) -> _HostWork:
         started = time.monotonic()
         rng = np.random.default_rng(seed_of(kernel, case))
         try:
-            problem = _spec_step("setup", kernel.spec.setup, case, rng, self._limits(module))
-        except _SpecFailure as failure:
-            return _HostWork(None, None, failure, time.monotonic() - started, 0.0)
+            limits = self._limits(module)
+            problem = _spec_step(kernel, "setup", kernel.spec.setup, case, rng, limits)
+        except CellError as raised:
+            return _HostWork(None, None, raised, time.monotonic() - started, 0.0)
         made = time.monotonic()
         seen = problem.case_seen_by(case)
         try:
-            expected = _spec_step("reference", kernel.spec.reference, seen, problem.inputs)
-        except _SpecFailure as failure:
-            return _HostWork(problem, None, failure, made - started, time.monotonic() - made)
+            expected = _spec_step(kernel, "reference", kernel.spec.reference, seen, problem.inputs)
+        except CellError as raised:
+            return _HostWork(problem, None, raised, made - started, time.monotonic() - made)
         return _HostWork(problem, expected, None, made - started, time.monotonic() - made)
 
     def _run_case(
@@ -208,29 +220,22 @@ class GpuRuntime:
             workspace, verified = self._check(kernel, case, module, cell, host, spent)
             if timed and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
-                work = _spec_step("work", kernel.spec.work, seen)
+                work = _spec_step(kernel, "work", kernel.spec.work, seen)
                 with spent.on("timing"):
                     timing = self.measure(workspace.run, workspace.reset_scratch)
                 cell.timing = timing
                 cell.throughput = throughput(work, timing.median_us, self.info)
                 # Timing runs other launches than the verified one: check them again, and check
                 # that what they timed is physically possible.
-                launches = 1 + self.timing.warmup_runs + timing.samples
+                launches = 1 + self.timer.warmup_runs + timing.samples
                 with spent.on("verify"):
-                    wrong = self._verify_again(workspace, verified, case)
-                if wrong:
-                    cell.outcome = Outcome.FAILED
-                    cell.message = (
-                        f"the output was right on the first launch and wrong after {launches} "
-                        f"launches (outputs poisoned with 0x{SECOND_POISON_BYTE:02X} bytes this "
-                        f"time, not 0x{POISON_BYTE:02X}): {wrong}"
-                    )
-                elif impossible := beyond_peak(work, cell.throughput, self.info):
-                    cell.outcome, cell.message = Outcome.FAILED, impossible
-                elif kernel.spec.vendor:
+                    self._verify_again(workspace, verified, case, launches)
+                beyond_peak(work, cell.throughput, self.info)
+                if kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
                     with spent.on("timing"):
                         cell.vendor = _spec_step(
+                            kernel,
                             "vendor",
                             measure_vendor,
                             kernel.spec.vendor,
@@ -241,25 +246,12 @@ class GpuRuntime:
                             timing,
                             work,
                         )
-        except _SpecFailure as failure:
-            if isinstance(failure.error, DeviceUnsupported):
-                cell.outcome, cell.skip_reason = Outcome.SKIPPED, SkipReason.DEVICE_UNSUPPORTED
-                cell.message = f"{SkipReason.DEVICE_UNSUPPORTED.value}: {failure.error}"
-                cell.seconds = time.monotonic() - started
-                cell.stages = spent.stages(host)
-                return cell, healthy
-            message, detail = describe_exception(failure.error)
-            cell.outcome = Outcome.ERROR
-            cell.message = f"{kernel.classname} spec {failure.step}() raised {message}"
-            cell.detail = detail
-        except SpecError as error:
-            cell.outcome, cell.message = Outcome.ERROR, f"{kernel.classname}: {error}"
-        except CudaError as error:
-            cell.outcome, cell.message = Outcome.FAILED, f"CUDA error: {error}"
-            healthy = False  # illegal addresses and traps leave the context unusable
+        except CellError as error:
+            cell.settle(error)
+            # illegal addresses and traps leave the context unusable
+            healthy = not isinstance(error, CudaError)
         except Exception as error:  # a driver or launch error from cuda.core: the kernel's
-            message, detail = describe_exception(error)
-            cell.outcome, cell.message, cell.detail = Outcome.FAILED, message, detail
+            cell.settle(KernelFailed(*describe_exception(error)))
             healthy = False
         finally:
             if workspace is not None:
@@ -268,7 +260,7 @@ class GpuRuntime:
                 except Exception as error:  # a sticky fault surfaces here too
                     healthy = False
                     if cell.outcome is Outcome.PASSED:
-                        cell.outcome, cell.message = Outcome.FAILED, describe_exception(error)[0]
+                        cell.settle(KernelFailed(describe_exception(error)[0]))
         cell.seconds = time.monotonic() - started
         cell.stages = spent.stages(host)
         return cell, healthy
@@ -277,14 +269,17 @@ class GpuRuntime:
         """The case's problem set up on the device from its seeded inputs, not yet run."""
         host = self._host_work(kernel, case, module)
         if host.problem is None:
-            raise host.failure
-        return self._upload(module, host.problem)
+            raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
+        return self._upload(kernel, module, host.problem)
 
-    def _upload(self, module: Module, problem: Problem) -> Workspace:
+    def _upload(self, kernel: Kernel, module: Module, problem: Problem) -> Workspace:
+        """The problem's buffers and launches on the device; a problem the launches cannot be
+        made of (a buffer name unknown, an argument of the wrong type) is the spec's error."""
         try:
             return Workspace(self.device, self.stream, module, problem)
-        except (KeyError, TypeError, ValueError, DeviceUnsupported) as error:
-            raise _SpecFailure("setup", error) from error
+        except (KeyError, TypeError, ValueError) as error:
+            message, detail = describe_exception(error)
+            raise SpecError(f"{kernel.classname} spec setup() raised {message}", detail) from error
 
     def measure(self, run, before_each) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded."""
@@ -295,7 +290,7 @@ class GpuRuntime:
                 self.stream,
                 self.flush,
                 self.gate,
-                self.timing,
+                self.timer,
                 self.clock,
                 self.info.default_sm_clock_mhz,
             )
@@ -303,7 +298,7 @@ class GpuRuntime:
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
             with self._quiet:
-                occupancy = module.kernel(entry).kernel.occupancy
+                occupancy = module.entry(entry).function.occupancy
                 return occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes)
 
         return DeviceLimits(
@@ -314,10 +309,12 @@ class GpuRuntime:
             max_blocks_per_sm=max_blocks_per_sm,
         )
 
-    def _verify_again(self, workspace: Workspace, verified: _Verified, case: Case) -> str:
-        """Poison the outputs with the second pattern, run once more and check them: "" when
-        they are still right. An element the reference expects as NaN, left unwritten, passed
-        the first check (NaN is NaN) and fails this one.
+    def _verify_again(
+        self, workspace: Workspace, verified: _Verified, case: Case, launches: int
+    ) -> None:
+        """Poison the outputs with the second pattern, run once more and check them; raise
+        KernelFailed when they are wrong now. An element the reference expects as NaN, left
+        unwritten, passed the first check (NaN is NaN) and fails this one.
 
         An output bit-identical to the verified one (the same digest) is right and stays on the
         device; any other is compared with the reference (a kernel with float atomics may differ
@@ -335,20 +332,25 @@ class GpuRuntime:
             output = workspace.download(name)
             if msg := compare(name, output, verified.expected[name], case.tolerance, self.cores):
                 problems.append(msg)
-        return "; ".join(problems)
+        if problems:
+            raise KernelFailed(
+                f"the output was right on the first launch and wrong after {launches} launches "
+                f"(outputs poisoned with 0x{SECOND_POISON_BYTE:02X} bytes this time, not "
+                f"0x{POISON_BYTE:02X}): {'; '.join(problems)}"
+            )
 
     def _check(
         self, kernel: Kernel, case: Case, module: Module, cell: Cell, host: _HostWork, spent
-    ):
+    ) -> tuple[Workspace, _Verified]:
         """Run once and verify; sets the cell failed with the reasons. Returns the workspace,
         and the outputs with the reference they were checked against."""
         if host.problem is None:
-            raise host.failure
+            raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
         with spent.on("upload"):
-            workspace = self._upload(module, host.problem)
+            workspace = self._upload(kernel, module, host.problem)
         problem = workspace.problem
         entry = problem.launches[0].entry
-        cell.binary = module.kernel(entry).path
+        cell.loaded_as = module.entry(entry).loaded_as
         with spent.on("verify"):
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             workspace.reset_scratch()
@@ -362,16 +364,16 @@ class GpuRuntime:
                 for name, digest in inputs.items()
                 if after[name] != digest
             ]
-        if host.failure is not None:  # the reference raised
-            raise host.failure
-        check_reference_fits(problem.outputs, host.expected)
+        if host.raised is not None:  # the reference raised
+            raise host.raised
+        check_reference_fits(kernel.classname, problem.outputs, host.expected)
         with spent.on("verify"):
             for name in problem.outputs:
                 got, want = actual[name], host.expected[name]
                 if msg := compare(name, got, want, case.tolerance, self.cores):
                     problems.append(msg)
         if problems:
-            cell.outcome, cell.message = Outcome.FAILED, "; ".join(problems)
+            cell.settle(KernelFailed("; ".join(problems)))
         return workspace, _Verified(outputs, host.expected)
 
     def _what_changed(self, workspace: Workspace, name: str) -> str:

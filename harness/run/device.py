@@ -1,10 +1,11 @@
-"""The GPU this run sees, read from the driver; or the reason there is none."""
+"""The GPU this run sees, read from the driver; DeviceMissing says why there is none."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
-from harness.build.matrix import ComputeCapability, DevicePeaks, Matrix
+from harness.model.matrix import ComputeCapability, DevicePeaks, Matrix
 
 
 @dataclass(frozen=True)
@@ -21,12 +22,11 @@ class DeviceInfo:
     default_sm_clock_mhz: float | None = None  # what throttling is measured against
 
 
-@dataclass(frozen=True)
-class NoDevice:
-    reason: str
+class DeviceMissing(Exception):
+    """No CUDA device is visible here: no libcuda, no GPU, or no cuda-python."""
 
 
-def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
+def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo:
     try:
         from cuda.bindings import driver
         from cuda.core import Device
@@ -34,7 +34,7 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
         device = Device(ordinal)
         device.set_current()
     except Exception as error:  # no libcuda, no GPU, no cuda-python: all mean "no device"
-        return NoDevice(f"{type(error).__name__}: {error}")
+        raise DeviceMissing(f"{type(error).__name__}: {error}") from error
     _, version = driver.cuDriverGetVersion()
     cuda_driver = f"{version // 1000}.{version % 1000 // 10}"
     properties = device.properties
@@ -52,18 +52,20 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo | NoDevice:
     )
 
 
-def probe_all(matrix: Matrix) -> list[DeviceInfo] | NoDevice:
-    """Every GPU this process sees (CUDA_VISIBLE_DEVICES decides which), in CUDA's order."""
+def probe_all(matrix: Matrix) -> list[DeviceInfo]:
+    """Every GPU this process sees (CUDA_VISIBLE_DEVICES decides which), in CUDA's order;
+    DeviceMissing when there is none."""
     first = probe(matrix, 0)
-    if isinstance(first, NoDevice):
-        return first
     from cuda.bindings import driver
 
     error, count = driver.cuDeviceGetCount()
     if error != driver.CUresult.CUDA_SUCCESS:
         return [first]
-    others = [probe(matrix, ordinal) for ordinal in range(1, count)]
-    return [first, *(d for d in others if isinstance(d, DeviceInfo))]
+    found = [first]
+    for ordinal in range(1, count):
+        with contextlib.suppress(DeviceMissing):  # one that cannot be opened is left out
+            found.append(probe(matrix, ordinal))
+    return found
 
 
 def _kernel_driver_version() -> str | None:

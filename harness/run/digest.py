@@ -19,7 +19,7 @@ import numpy as np
 from cuda.bindings import driver
 from cuda.core import Buffer, LaunchConfig, ObjectCode, launch
 
-from harness.run.launch import check
+from harness.run.checked import check
 
 THREADS = 256
 BLOCKS_PER_SM = 4  # enough loads in flight to stream a buffer at a good part of DRAM speed

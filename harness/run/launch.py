@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import cuda.core
 import numpy as np
 from cuda.bindings import driver
 from cuda.core import (
     Buffer,
     Device,
-    Kernel,
     LaunchConfig,
     ObjectCode,
     TensorMapDescriptorOptions,
@@ -22,7 +22,8 @@ from cuda.core import (
 )
 from cuda.core.utils import StridedMemoryView
 
-from harness.build.matrix import Target
+from harness.model.matrix import Target
+from harness.run.checked import check
 from harness.run.device import DeviceInfo
 from harness.spec import Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
 
@@ -41,43 +42,33 @@ POISON_BYTE = 0xFF  # NaN in every float width, -1 in every integer width
 SECOND_POISON_BYTE = 0x5A
 
 
-class CudaError(Exception):
-    """A driver call failed; the message starts with the CUDA error's name."""
-
-
-def check(result) -> object:
-    err, *rest = result
-    if err != driver.CUresult.CUDA_SUCCESS:
-        _, name = driver.cuGetErrorName(err)
-        _, text = driver.cuGetErrorString(err)
-        raise CudaError(f"{name.decode()}: {text.decode()}")
-    return rest[0] if len(rest) == 1 else rest
-
-
 @dataclass(frozen=True)
-class LoadedKernel:
-    kernel: Kernel
-    path: str  # "sass" or "ptx-jit", read from the loaded function
+class LoadedEntry:
+    """An entry point of a loaded binary: cuda.core's function, and how the driver loaded it."""
+
+    function: cuda.core.Kernel
+    loaded_as: str  # "sass" or "ptx-jit", read from the loaded function
 
 
 class Module:
-    """One fatbin loaded on the device; kernels are fetched by name on first use."""
+    """One fatbin loaded on the device; entry points are fetched by name on first use."""
 
     def __init__(self, binary: Path, target: Target, info: DeviceInfo):
         self.code = ObjectCode.from_fatbin(str(binary))
         self.target = target
         self.info = info
-        self._kernels: dict[str, LoadedKernel] = {}
+        self._entries: dict[str, LoadedEntry] = {}
 
-    def kernel(self, entry: str) -> LoadedKernel:
-        if entry not in self._kernels:
-            kernel = self.code.get_kernel(entry)
+    def entry(self, name: str) -> LoadedEntry:
+        if name not in self._entries:
+            function = self.code.get_kernel(name)
             # The driver reports the SASS version it runs: if that is not the SASS we embedded,
             # the driver compiled our PTX for this device.
-            ran = kernel.attributes[self.info.ordinal].binary_version
+            ran = function.attributes[self.info.ordinal].binary_version
             embedded = self.target.cc.major * 10 + self.target.cc.minor
-            self._kernels[entry] = LoadedKernel(kernel, "sass" if ran == embedded else "ptx-jit")
-        return self._kernels[entry]
+            loaded_as = "sass" if ran == embedded else "ptx-jit"
+            self._entries[name] = LoadedEntry(function, loaded_as)
+        return self._entries[name]
 
 
 class Workspace:
@@ -136,14 +127,14 @@ class Workspace:
         raise TypeError(f"unknown launch argument {arg!r}")
 
     def _step(self, module: Module, one: Launch):
-        loaded = module.kernel(one.entry)
+        loaded = module.entry(one.entry)
         if one.shmem_bytes > 48 * 1024:
             # Above 48 KB a block gets dynamic shared memory only after this opt-in.
             check(
                 driver.cuKernelSetAttribute(
                     driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     one.shmem_bytes,
-                    loaded.kernel.handle,
+                    loaded.function.handle,
                     module.info.ordinal,
                 )
             )
@@ -155,13 +146,13 @@ class Workspace:
             config = LaunchConfig(
                 grid=grid, cluster=one.cluster, block=one.block, shmem_size=one.shmem_bytes
             )
-            self._allow_cluster(loaded.kernel, config, one)
+            self._allow_cluster(loaded.function, config, one)
         else:
             config = LaunchConfig(grid=one.grid, block=one.block, shmem_size=one.shmem_bytes)
         args = tuple(self._argument(arg) for arg in one.args)
-        return loaded.kernel, config, args
+        return loaded.function, config, args
 
-    def _allow_cluster(self, kernel: Kernel, config: LaunchConfig, one: Launch) -> None:
+    def _allow_cluster(self, function: cuda.core.Kernel, config: LaunchConfig, one: Launch) -> None:
         """Clusters above 8 blocks are non-portable: opt in, then ask whether this GPU has them."""
         blocks = one.cluster[0] * one.cluster[1] * one.cluster[2]
         if blocks <= PORTABLE_CLUSTER_BLOCKS:
@@ -170,11 +161,11 @@ class Workspace:
             driver.cuKernelSetAttribute(
                 driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                 1,
-                kernel.handle,
+                function.handle,
                 int(self.device),
             )
         )
-        most = kernel.occupancy.max_potential_cluster_size(config, stream=self.stream)
+        most = function.occupancy.max_potential_cluster_size(config, stream=self.stream)
         if most < blocks:
             raise DeviceUnsupported(
                 f"{one.entry}: a cluster of {blocks} blocks is beyond this device's limit of {most}"
@@ -192,8 +183,8 @@ class Workspace:
     def run(self, stream=None) -> None:
         """Enqueue every launch of the problem on the stream (or on `stream`, another timer's),
         without waiting."""
-        for kernel, config, args in self.steps:
-            launch(stream or self.stream, config, kernel, *args)
+        for function, config, args in self.steps:
+            launch(stream or self.stream, config, function, *args)
 
     def outputs(self) -> dict[str, np.ndarray]:
         return {name: self._download(name, t) for name, t in self.problem.outputs.items()}

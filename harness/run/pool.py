@@ -3,7 +3,8 @@
 A kernel that writes out of bounds leaves its CUDA context unusable for the rest of the process,
 one that deadlocks never returns, and one that traps can take the interpreter down. So jobs go to
 a spawned worker; when it dies, runs past the job's timeout, or asks to be replaced (after a
-sticky CUDA error), the job gets a Fault and the next job starts in a fresh worker.
+sticky CUDA error), run() raises WorkerFault for that job and the next job starts in a fresh
+worker.
 """
 
 from __future__ import annotations
@@ -15,23 +16,22 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from harness.model.result import KernelFailed
 from harness.processes import describe_exit
 
 
-@dataclass(frozen=True)
-class Fault:
-    """A job that produced no result: `kind` is "crash", "timeout" or "error"."""
-
-    kind: str
-    message: str
+class WorkerFault(KernelFailed):
+    """The worker produced no result for the job: it crashed, timed out, or its code raised."""
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What a worker sends back for one job; `replace_me` retires the worker after it."""
+    """What a worker sends back for one job; `replace_me` retires the worker after it, and
+    `raised` says what the job's own code raised instead of giving a result."""
 
     result: Any
     replace_me: bool = False
+    raised: str | None = None
 
 
 # A worker is `serve(setup_arg, job) -> Reply`, run by _worker_main in the child process.
@@ -52,7 +52,7 @@ def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn
         try:
             reply = serve(state, job)
         except Exception as error:  # a bug in the job's own code: report it, then step down
-            reply = Reply(Fault("error", f"worker raised {type(error).__name__}: {error}"), True)
+            reply = Reply(None, True, f"worker raised {type(error).__name__}: {error}")
         conn.send(reply)
         if reply.replace_me:
             return
@@ -93,7 +93,7 @@ class WorkerPool:
         self._process, self._conn = None, None
 
     def run(self, job: Any, timeout_s: float) -> Any:
-        """The job's result, or a Fault saying how the worker failed it. The timeout covers
+        """The job's result; WorkerFault saying how the worker failed it. The timeout covers
         a fresh worker's start too."""
         started = time.monotonic()
         fresh = self._process is None
@@ -104,22 +104,24 @@ class WorkerPool:
             if fresh:
                 if not self._conn.poll(timeout_s):
                     self._retire(kill=True)
-                    return Fault("timeout", f"timeout: no worker up after {timeout_s:g} s")
+                    raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
                 self._conn.recv()  # _READY
                 self.start_s = time.monotonic() - started
             self._conn.send(job)
             left = timeout_s - (time.monotonic() - started)
             if not self._conn.poll(max(left, 0.0)):
                 self._retire(kill=True)
-                return Fault("timeout", f"timeout: no result after {timeout_s:g} s; worker killed")
+                raise WorkerFault(f"timeout: no result after {timeout_s:g} s; worker killed")
             reply: Reply = self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             self._process.join(timeout=30)
             how = describe_exit(self._process.exitcode)
             self._retire(kill=True)
-            return Fault("crash", f"worker process {how} during this job")
+            raise WorkerFault(f"worker process {how} during this job") from None
         if reply.replace_me:
             self._retire(kill=False)
+        if reply.raised is not None:
+            raise WorkerFault(reply.raised)
         return reply.result
 
     def close(self) -> None:

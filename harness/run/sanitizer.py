@@ -3,24 +3,36 @@
 Order: $COMPUTE_SANITIZER (if set, it must work), then beside the toolchain's nvcc, then
 $CUDA_HOME's and /usr/local/cuda's, then PATH. The log is read by its summary line, never by the
 exit status alone: `ERROR SUMMARY: N errors` (memcheck, synccheck, initcheck), and racecheck's
-`RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)`.
+`RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)`; `diagnose` makes a run's
+outcome of it, beside the case's own cell (harness.run.sanitized_case prints it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.matrix import Tool
-from harness.build.toolchain import Toolchain, ToolchainError
+from harness.compile.toolchain import Toolchain
+from harness.model.matrix import Tool
+from harness.model.result import (
+    Cell,
+    Outcome,
+    Provenance,
+    SanitizerFindings,
+    SkipReason,
+    Unavailable,
+)
+from harness.processes import Finished, describe_exit
 
 _EXE = "compute-sanitizer"
 STANDARD = Path("/usr/local/cuda")  # where the toolkit's installers put it
 ERROR_EXIT = 86  # what compute-sanitizer exits with when it found errors
 PRINT_LIMIT = 10  # findings printed in full; the summary still counts every one
+LOG_CHARS = 20_000  # of a log kept in the cell: the findings lead it, the summary ends it
 
 # Anchored at the line's end: with more errors than the print limit, a second line
 # `ERROR SUMMARY: N errors were not printed. ...` follows and is not the total.
@@ -45,7 +57,7 @@ class Summary:
 
 
 def find_compute_sanitizer(
-    toolchain: Toolchain | ToolchainError, env: dict[str, str] | None = None
+    toolchain: Toolchain | Unavailable, env: dict[str, str] | None = None
 ) -> Path:
     env = os.environ if env is None else env
     if env.get("COMPUTE_SANITIZER"):  # named explicitly: use it or say why not
@@ -132,3 +144,76 @@ def first_finding(log: str) -> str | None:
     ]
     errors = [line for line in findings if not line.startswith("Warning")]
     return (errors or findings or [None])[0]
+
+
+def read_case_cell(stdout: str, target: str, where: Provenance) -> Cell | None:
+    """The case process's cell, its last JSON line; None if it died before printing one."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    try:
+        return Cell.from_json(json.loads(lines[-1]), target, where)
+    except (IndexError, KeyError, TypeError, ValueError):  # a line cut short by a crash
+        return None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What one run under a tool found, as its cell's outcome."""
+
+    outcome: Outcome
+    message: str
+    skip_reason: SkipReason | None
+    findings: SanitizerFindings
+
+
+def diagnose(
+    tool: Tool, log: str, finished: Finished, timeout_s: float, case: Cell | None
+) -> Diagnosis:
+    """One run's outcome from what it left: the tool's log, the case's own cell, the exit."""
+    found = summary(tool, log)
+    findings = SanitizerFindings(
+        errors=found.errors if found else None,
+        warnings=found.warnings if found and tool is Tool.RACECHECK else None,
+        exit_status=finished.status,
+        case_outcome=case.outcome if case else None,
+        case_message=case.message if case else "",
+    )
+
+    def failed(message: str) -> Diagnosis:
+        return Diagnosis(Outcome.FAILED, message, None, findings)
+
+    headline = first_finding(log)
+    # The tool's complaints about its own command line, and the case process's traceback.
+    complaint = (finished.stderr.strip().splitlines() or [""])[-1]
+    if finished.status is None:
+        return failed(f"timeout: no verdict after {timeout_s:g} s; killed")
+    if found and found.errors:
+        plural = "s" if found.errors > 1 else ""
+        said = f": {headline}" if headline else ""
+        return failed(f"{tool.value}: {found.errors} error{plural}{said}")
+    if found is None:
+        how = describe_exit(finished.status)
+        if finished.status == ERROR_EXIT:
+            how += ", its code for errors found"
+        said = f": {headline or complaint}" if headline or complaint else ""
+        return failed(f"compute-sanitizer printed no {summary_line(tool)} line ({how}){said}")
+    if case is None:
+        why = complaint or describe_exit(finished.status)
+        return failed(f"the case process reported nothing: {why}")
+    if case.outcome is Outcome.SKIPPED:
+        return Diagnosis(case.outcome, case.message, case.skip_reason, findings)
+    if case.outcome is Outcome.ERROR:  # the spec broke: a clean log of half a case proves nothing
+        return Diagnosis(Outcome.ERROR, f"the case broke: {case.message}", None, findings)
+    return Diagnosis(Outcome.PASSED, "", None, findings)
+
+
+def detail(log: str, finished: Finished) -> str:
+    text = log.strip()
+    for stream, output in (("stdout", finished.stdout), ("stderr", finished.stderr)):
+        if output.strip():
+            text += f"\n--- {stream} of compute-sanitizer and the case process ---\n"
+            text += output.strip()
+    if len(text) <= LOG_CHARS:
+        return text
+    half = LOG_CHARS // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters left out ...]\n{text[-half:]}"

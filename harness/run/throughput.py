@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.result import Throughput
+from harness.model.result import KernelFailed, Throughput
 from harness.run.device import DeviceInfo
 from harness.spec import Work
 
@@ -22,14 +22,14 @@ def throughput(work: Work, median_us: float, device: DeviceInfo) -> Throughput:
     return Throughput(gbytes_per_s, tflops, max(shares) if shares else None)
 
 
-def beyond_peak(work: Work, rate: Throughput, device: DeviceInfo) -> str:
-    """Why the timing is physically impossible on this device, or "" when it is not.
+def beyond_peak(work: Work, rate: Throughput, device: DeviceInfo) -> None:
+    """KernelFailed saying why, when the timing is physically impossible on this device.
 
     Above a datasheet peak, either work() counts more than the kernel does, or the timed
     launches did less than the verified one (a kernel that keeps state between launches).
     """
     if device.peaks is None:
-        return ""
+        return
     over = []
     if rate.gbytes_per_s is not None and rate.gbytes_per_s > device.peaks.memory_gb_per_s:
         over.append(
@@ -41,9 +41,8 @@ def beyond_peak(work: Work, rate: Throughput, device: DeviceInfo) -> str:
         over.append(
             f"{rate.tflops:.1f} TFLOPS is above the {peak_tflops:g} TFLOPS {work.math.value} peak"
         )
-    if not over:
-        return ""
-    return (
-        f"impossible timing on {device.name}: {' and '.join(over)}; either the spec's work() "
-        "overcounts, or the timed launches did less work than the verified one"
-    )
+    if over:
+        raise KernelFailed(
+            f"impossible timing on {device.name}: {' and '.join(over)}; either the spec's work() "
+            "overcounts, or the timed launches did less work than the verified one"
+        )

@@ -13,6 +13,7 @@ from concurrent.futures import Executor
 
 import numpy as np
 
+from harness.model.result import SpecError
 from harness.spec import Tolerance
 
 DEFAULT_TOLERANCE = {
@@ -23,10 +24,6 @@ DEFAULT_TOLERANCE = {
 LOW_PRECISION = Tolerance(rtol=1e-2, atol=1e-2)  # bf16 and other 2-byte floats
 SHOWN_INDICES = 5
 PIECE_ELEMENTS = 1 << 18  # 1 MiB of float32: a piece stays in cache across its passes
-
-
-class SpecError(Exception):
-    """The reference does not fit the outputs: the spec is wrong, not the kernel."""
 
 
 def tolerance_for(dtype: np.dtype) -> Tolerance | None:
@@ -40,19 +37,21 @@ def tolerance_for(dtype: np.dtype) -> Tolerance | None:
 
 
 def check_reference_fits(
-    outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
+    classname: str, outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
 ) -> None:
+    """SpecError when the reference does not fit the outputs: the spec is wrong, not the
+    kernel."""
     if set(expected) != set(outputs):
         raise SpecError(
-            f"reference returned {sorted(expected)}, but the problem's outputs are "
+            f"{classname}: reference returned {sorted(expected)}, but the problem's outputs are "
             f"{sorted(outputs)}"
         )
     for name, template in outputs.items():
         want = np.asarray(expected[name])
         if want.shape != template.shape or want.dtype != template.dtype:
             raise SpecError(
-                f"reference {name!r} is {want.dtype}{list(want.shape)}, but the output is "
-                f"{template.dtype}{list(template.shape)}"
+                f"{classname}: reference {name!r} is {want.dtype}{list(want.shape)}, but the "
+                f"output is {template.dtype}{list(template.shape)}"
             )
 
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.kernels import BrokenKernel, load_kernel
-from harness.build.matrix import Target, TimingDefaults
-from harness.result import Provenance
+from harness.model.discovery import Kernel, KernelFolder, load_kernel
+from harness.model.matrix import Target, TimerSettings
+from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceInfo
 from harness.run.pool import Reply
+from harness.spec import Case
 
 
 @dataclass(frozen=True)
 class WorkerSetup:
     device: DeviceInfo
-    timing: TimingDefaults
+    timer: TimerSettings
     host_threads: int | None = None  # cores for this worker's host work; None: all of them
 
 
@@ -37,8 +38,8 @@ class _Worker:
     def __init__(self, setup: WorkerSetup):
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
 
-        self.runtime = GpuRuntime(setup.device, setup.timing, setup.host_threads)
-        self.kernels = {}
+        self.runtime = GpuRuntime(setup.device, setup.timer, setup.host_threads)
+        self.kernels: dict[Path, Kernel] = {}
 
     def run(self, job: CaseJob) -> Reply:
         from harness.run.case import Upcoming
@@ -48,7 +49,7 @@ class _Worker:
         for later in job.upcoming:
             try:
                 later_kernel, later_case = self._case_of(later)
-            except RuntimeError:  # its own job reports that; nothing to start early
+            except SpecError:  # its own job reports that; nothing to start early
                 continue
             upcoming.append(Upcoming(later_kernel, later_case, job.target, later.binary))
         cell, healthy = self.runtime.run_case(
@@ -56,12 +57,11 @@ class _Worker:
         )
         return Reply(cell, replace_me=not healthy)
 
-    def _case_of(self, job: CaseJob):
+    def _case_of(self, job: CaseJob) -> tuple[Kernel, Case]:
+        """SpecError if the spec no longer loads: the parent loaded it fine; it changed since."""
         if job.spec_file not in self.kernels:
-            self.kernels[job.spec_file] = load_kernel(job.spec_file)
+            self.kernels[job.spec_file] = load_kernel(KernelFolder.of(job.spec_file))
         kernel = self.kernels[job.spec_file]
-        if isinstance(kernel, BrokenKernel):  # the parent loaded it fine; it changed since
-            raise RuntimeError(kernel.reason)
         (case,) = [c for c in kernel.spec.cases if c.name == job.case_name]
         return kernel, case
 

@@ -103,7 +103,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class TimingDefaults:
+class TimerSettings:
     warmup_runs: int
     min_samples: int
     max_samples: int
@@ -140,7 +140,7 @@ class ContainerLimits:
 class Matrix:
     path: Path
     targets: dict[str, Target]
-    timing: TimingDefaults
+    timer: TimerSettings  # matrix.yaml's `timing:`
     devices: dict[str, DevicePeaks]
     sanitize: SanitizeDefaults
     container: ContainerLimits = ContainerLimits(pids=4096, memory="32g")
@@ -334,7 +334,7 @@ def load_matrix(path: Path) -> Matrix:
             "case_timeout_s",
         },
     )
-    timing = TimingDefaults(
+    timing = TimerSettings(
         warmup_runs=reader.scalar(timing_fields["warmup_runs"], "timing.warmup_runs", int),
         min_samples=reader.scalar(timing_fields["min_samples"], "timing.min_samples", int),
         max_samples=reader.scalar(timing_fields["max_samples"], "timing.max_samples", int),
@@ -358,7 +358,7 @@ def load_matrix(path: Path) -> Matrix:
     return Matrix(
         path=path,
         targets=targets,
-        timing=timing,
+        timer=timing,
         devices=devices,
         sanitize=_sanitize(reader, top["sanitize"]),
         **({"container": _container(reader, top["container"])} if "container" in top else {}),

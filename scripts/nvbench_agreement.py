@@ -17,10 +17,10 @@ sys.path.insert(0, str(ROOT))
 import cuda.bench as bench  # noqa: E402
 from cuda.core import Device  # noqa: E402
 
-from harness.build.compile import Compiler  # noqa: E402
-from harness.build.kernels import discover  # noqa: E402
-from harness.build.matrix import load_matrix  # noqa: E402
-from harness.build.toolchain import find_toolchain  # noqa: E402
+from harness.compile.nvcc import Compiler  # noqa: E402
+from harness.compile.toolchain import find_toolchain  # noqa: E402
+from harness.model.discovery import discover  # noqa: E402
+from harness.model.matrix import load_matrix  # noqa: E402
 from harness.run.case import GpuRuntime  # noqa: E402
 from harness.run.device import probe  # noqa: E402
 
@@ -28,7 +28,7 @@ from harness.run.device import probe  # noqa: E402
 def main(target_name: str, cache: Path, nvbench_json: Path, chosen: list[str]) -> None:
     matrix = load_matrix(ROOT / "matrix.yaml")
     target = matrix.targets[target_name]
-    runtime = GpuRuntime(probe(matrix), matrix.timing)
+    runtime = GpuRuntime(probe(matrix), matrix.timer)
     kernels = {k.name: k for k in discover(ROOT / "kernels")}
     compiler = Compiler(find_toolchain(), cache)
     workspaces, ours = {}, {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from harness.build.matrix import ContainerLimits, Target
+from harness.model.matrix import ContainerLimits, Target
 
 DOCKERFILE = Path("docker") / "Dockerfile"
 CONTEXT_FILES = (DOCKERFILE, Path("docker") / "entrypoint.sh", Path("requirements.txt"))

@@ -1,10 +1,16 @@
 """The one result model: a cell of the matrix, and the report that holds one run's cells.
 
-A Cell is (chapter, kernel, case, target, runner) with one outcome, the typed metrics measured on
-the way (None where nothing was measured) and the provenance of its run. `Report.to_json()` is the
-one serialized form, versioned by SCHEMA_VERSION; the JUnit XML is rendered from the model
-(`harness.report.junit`), and the history database, the dashboard and the sanitizer's case
-process carry this form as it is. Numbers stay numbers; only the JUnit renderer formats them.
+A Cell is (chapter, kernel, case, target, runner) of one kind (CellKind) with one outcome, the
+typed metrics measured on the way (None where nothing was measured) and the provenance of its
+run. `Report.to_json()` is the one serialized form, versioned by SCHEMA_VERSION; the JUnit XML
+is rendered from the model (`harness.report.junit`), and the history database, the dashboard
+and the sanitizer's case process carry this form as it is. Numbers stay numbers; only the JUnit
+renderer formats them.
+
+Failing is said one way. Where a value may be missing (no toolchain, no device, no build), the
+value is `Unavailable` with why. Where a cell's work fails, the code that fails raises a CellError
+of the class that decides the outcome (KernelFailed, Broken, SpecError, Skip), and whoever owns
+the cell settles it from that error (`Cell.settle`), once.
 """
 
 from __future__ import annotations
@@ -12,9 +18,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-SCHEMA_VERSION = "2.3"  # MAJOR.MINOR: a reader refuses another major; a minor adds fields
+# MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
+# minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`)
+SCHEMA_VERSION = "2.4"
 
 
 class Outcome(enum.Enum):
@@ -28,6 +36,67 @@ class SkipReason(enum.Enum):
     TARGET_UNSUPPORTED = "target-unsupported"  # the kernel needs more than the target offers
     DEVICE_UNSUPPORTED = "device-unsupported"  # this device cannot run the target's binary
     NO_DEVICE = "no-device"  # no CUDA device visible
+
+
+class CellKind(enum.Enum):
+    """What a cell is of, in the order reports list a kernel's rows."""
+
+    SPEC = "spec"  # the kernel's spec could not be used: its one cell
+    COMPILE = "compile"  # one build of the kernel for the target
+    CASE = "case"  # one case run, verified and timed
+    SANITIZER = "sanitizer"  # one case under one compute-sanitizer tool
+
+    @property
+    def rank(self) -> int:
+        return list(CellKind).index(self)
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A value that is missing here, and why: no nvcc, no device, no compute-sanitizer, no build."""
+
+    why: str
+
+
+class CellError(Exception):
+    """Raised where a cell's work fails; its class decides the cell's outcome (Cell.settle), its
+    message is the cell's message, `detail` the long text (a traceback, a log)."""
+
+    outcome: ClassVar[Outcome] = Outcome.FAILED
+    skip_reason: SkipReason | None = None
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+class KernelFailed(CellError):
+    """The kernel failed: its build, its launch, its output, or the process running it."""
+
+
+class Broken(CellError):
+    """The harness could not judge the kernel: a tool it needs is missing or broke."""
+
+    outcome = Outcome.ERROR
+
+
+class SpecError(Broken):
+    """The kernel's spec broke: it raised, or broke the spec API's contract."""
+
+
+class Skip(CellError):
+    """The cell cannot run here, for a machine-readable reason."""
+
+    outcome = Outcome.SKIPPED
+
+    def __init__(self, reason: SkipReason, why: str):
+        super().__init__(f"{reason.value}: {why}")
+        self.skip_reason = reason
+
+
+def column_of(target: str, runner: str) -> str:
+    """Where a report shows a cell: its target and runner, `sm_90a@runner`."""
+    return f"{target}@{runner}"
 
 
 class ReportError(Exception):
@@ -135,9 +204,10 @@ class SanitizerFindings:
 
 @dataclass
 class Cell:
-    """A cell of the matrix: `case` is a case name, or "compile" or "spec" (the kernel's own
-    cells); `tool` names the sanitizer tool of a sanitize cell."""
+    """A cell of the matrix. `case` is a case name (CASE, SANITIZER), or the kind's own name
+    (SPEC, COMPILE); `tool` names the sanitizer tool of a SANITIZER cell."""
 
+    kind: CellKind
     chapter: str
     kernel: str
     case: str
@@ -149,7 +219,7 @@ class Cell:
     detail: str = ""  # long text for system-out: the nvcc log, a traceback, a tool's log
     seconds: float = 0.0
     tool: str | None = None
-    binary: str | None = None  # how the device ran the binary: "sass" or "ptx-jit"
+    loaded_as: str | None = None  # how the device ran the binary: "sass" or "ptx-jit"
     seed: int | None = None  # of the case's inputs
     worker_start_s: float | None = None  # a fresh worker's start, paid by this cell
     gpu: int | None = None  # the CUDA ordinal of the GPU that ran it, as this run numbered them
@@ -159,6 +229,12 @@ class Cell:
     throughput: Throughput | None = None
     vendor: VendorTiming | None = None
     sanitizer: SanitizerFindings | None = None
+
+    def settle(self, error: CellError) -> None:
+        """The cell's outcome, reason and message from what failed."""
+        self.outcome, self.skip_reason, self.message = error.outcome, error.skip_reason, str(error)
+        if error.detail:
+            self.detail = error.detail
 
     @property
     def classname(self) -> str:  # JUnit's classname
@@ -180,7 +256,7 @@ class Cell:
     @property
     def column(self) -> str:
         """Where a report shows it: target and runner."""
-        return f"{self.target}@{self.runner}"
+        return column_of(self.target, self.runner)
 
     @property
     def median_us(self) -> float | None:
@@ -189,6 +265,7 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         """The cell without its target and provenance, which its report holds once."""
         return {
+            "kind": self.kind.value,
             "chapter": self.chapter,
             "kernel": self.kernel,
             "case": self.case,
@@ -198,7 +275,7 @@ class Cell:
             "message": self.message,
             "detail": self.detail,
             "seconds": round(self.seconds, 6),
-            "binary": self.binary,
+            "loaded_as": self.loaded_as,
             "seed": self.seed,
             "worker_start_s": self.worker_start_s,
             "gpu": self.gpu,
@@ -215,6 +292,7 @@ class Cell:
         """A cell read back; KeyError, TypeError or ValueError when the record is malformed."""
         timing = record.get("timing")
         return cls(
+            kind=CellKind(record["kind"]) if "kind" in record else _kind_before_2_4(record),
             chapter=record["chapter"],
             kernel=record["kernel"],
             case=record["case"],
@@ -226,7 +304,7 @@ class Cell:
             detail=record.get("detail", ""),
             seconds=float(record.get("seconds", 0.0)),
             tool=record.get("tool"),
-            binary=record.get("binary"),
+            loaded_as=record.get("loaded_as", record.get("binary")),
             seed=record.get("seed"),
             worker_start_s=record.get("worker_start_s"),
             gpu=record.get("gpu"),
@@ -262,7 +340,7 @@ class Report:
     provenance: Provenance
     cells: list[Cell] = field(default_factory=list)
     device: DeviceRecord | None = None
-    no_device_reason: str | None = None
+    no_device_why: str | None = None
     nvcc: str | None = None
     compute_sanitizer: str | None = None  # sanitize runs: the tool that ran
     finished: bool = False  # False while the run goes on, and for ever if it was killed
@@ -275,7 +353,7 @@ class Report:
             "target": self.target,
             "provenance": _plain(self.provenance),
             "device": _plain(self.device),
-            "no_device_reason": self.no_device_reason,
+            "no_device_why": self.no_device_why,
             "nvcc": self.nvcc,
             "compute_sanitizer": self.compute_sanitizer,
             "finished": self.finished,
@@ -307,7 +385,7 @@ class Report:
                 provenance=provenance,
                 cells=[Cell.from_json(c, target, provenance) for c in data["cells"]],
                 device=DeviceRecord(**device) if device else None,
-                no_device_reason=data.get("no_device_reason"),
+                no_device_why=data.get("no_device_why", data.get("no_device_reason")),
                 nvcc=data.get("nvcc"),
                 compute_sanitizer=data.get("compute_sanitizer"),
                 finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
@@ -317,6 +395,13 @@ class Report:
             raise ReportError(
                 f"{source}: malformed report ({type(error).__name__}: {error})"
             ) from error
+
+
+def _kind_before_2_4(record: dict[str, Any]) -> CellKind:
+    """A 2.3 cell's kind, from what its case and tool said then."""
+    if record.get("tool"):
+        return CellKind.SANITIZER
+    return {"spec": CellKind.SPEC, "compile": CellKind.COMPILE}.get(record["case"], CellKind.CASE)
 
 
 def _older(version: str) -> bool:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from harness.build.matrix import load_matrix  # noqa: E402
+from harness.model.matrix import load_matrix  # noqa: E402
 from harness.report.dashboard import render_dashboard  # noqa: E402
 from harness.report.merge import ReportSet, load_reports  # noqa: E402
 

@@ -6,19 +6,20 @@ or goes quiet past the timeout while one is importing, that spec is the culprit;
 killed and started again on the specs after it. Specs that raise are no concern here: loading
 them in the run's own process turns their exception into an error cell already.
 
-    python -m harness.build.import_probe <spec.py> ...
+    python -m harness.model.import_probe <spec.py> ...
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness.processes import describe_exit, kill_group
+from harness import processes
+from harness.model.result import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]  # where the child imports the harness from
 
@@ -39,14 +40,13 @@ def unsafe_imports(spec_files: list[Path], timeout_s: float) -> dict[Path, str]:
 def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
     """Import `spec_files` in one child: the spec it stopped on and why, or (None, "")."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    child = subprocess.Popen(
-        [sys.executable, "-m", "harness.build.import_probe", *map(str, spec_files)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
+    child = processes.start(
+        [sys.executable, "-m", "harness.model.import_probe", *map(str, spec_files)],
         env={**os.environ, "PYTHONPATH": path},
-        start_new_session=True,
+        stderr="discard",
+        text=False,
     )
+    assert child.stdout is not None
     importing: Path | None = None
     buffered = b""
     with selectors.DefaultSelector() as selector:
@@ -54,7 +54,7 @@ def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
         deadline = time.monotonic() + timeout_s
         while True:
             if not selector.select(timeout=max(deadline - time.monotonic(), 0.0)):
-                kill_group(child)
+                processes.kill_group(child)
                 child.wait()
                 culprit = importing or spec_files[0]
                 return culprit, f"importing it did not finish within {timeout_s:g} s"
@@ -63,7 +63,8 @@ def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
                 status = child.wait()
                 if importing is None:
                     return None, ""
-                return importing, f"importing it ended the process ({describe_exit(status)})"
+                how = processes.describe_exit(status)
+                return importing, f"importing it ended the process ({how})"
             buffered += chunk
             *lines, buffered = buffered.split(b"\n")
             for line in lines:
@@ -75,12 +76,13 @@ def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
 
 
 def _child(spec_files: list[str]) -> int:
-    from harness.build.kernels import load_kernel
+    from harness.model.discovery import KernelFolder, load_kernel
 
     for spec_file in spec_files:
         # On a line of their own, whatever the spec printed before them.
         print(f"\nstart {spec_file}", flush=True)
-        load_kernel(Path(spec_file))  # its exceptions are the run's to report, not ours
+        with contextlib.suppress(SpecError):  # the run's to report when it loads it, not ours
+            load_kernel(KernelFolder.of(Path(spec_file)))
         print(f"\ndone {spec_file}", flush=True)
     return 0
 

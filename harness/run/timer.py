@@ -24,8 +24,9 @@ from collections.abc import Callable
 from cuda.bindings import driver
 from cuda.core import Buffer, EventOptions
 
-from harness.build.matrix import TimingDefaults
-from harness.result import Timing
+from harness.model.matrix import TimerSettings
+from harness.model.result import Timing
+from harness.run.checked import check
 
 THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold
 RECOVERY_S = 0.05  # the pause after a throttled sample: NVBench's default
@@ -83,15 +84,15 @@ class StreamGate:
     kernel, done with cuStreamWaitValue32): work enqueued behind `hold` starts at `release`."""
 
     def __init__(self):
-        self._host = _checked(driver.cuMemHostAlloc(4, driver.CU_MEMHOSTALLOC_DEVICEMAP))
-        self._device = _checked(driver.cuMemHostGetDevicePointer(self._host, 0))
+        self._host = check(driver.cuMemHostAlloc(4, driver.CU_MEMHOSTALLOC_DEVICEMAP))
+        self._device = check(driver.cuMemHostGetDevicePointer(self._host, 0))
         self._word = ctypes.c_uint32.from_address(self._host)
         self._word.value = 0
 
     def hold(self, stream) -> None:
         self._word.value = 0
         flags = driver.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_EQ
-        _checked(driver.cuStreamWaitValue32(stream.handle, self._device, 1, flags))
+        check(driver.cuStreamWaitValue32(stream.handle, self._device, 1, flags))
 
     def release(self) -> None:
         self._word.value = 1
@@ -133,8 +134,8 @@ class ClockProbe:
         # bytes: a str would name a file
         self._kernel = ObjectCode.from_ptx(_TIMESTAMPS_PTX.encode()).get_kernel("timestamps")
         self._config = LaunchConfig(grid=sm_count, block=1)
-        self._host = _checked(driver.cuMemHostAlloc(32, driver.CU_MEMHOSTALLOC_DEVICEMAP))
-        self._device = int(_checked(driver.cuMemHostGetDevicePointer(self._host, 0)))
+        self._host = check(driver.cuMemHostAlloc(32, driver.CU_MEMHOSTALLOC_DEVICEMAP))
+        self._device = int(check(driver.cuMemHostGetDevicePointer(self._host, 0)))
         self._words = (ctypes.c_uint64 * 4).from_address(self._host)
 
     def warm(self, stream) -> None:
@@ -162,20 +163,13 @@ class ClockProbe:
         return (stop_clock - start_clock) / max(stop_ns - start_ns, 1) * 1e3
 
 
-def _checked(result):
-    err, *rest = result
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"timing gate: {driver.cuGetErrorName(err)[1].decode()}")
-    return rest[0] if rest else None
-
-
 def measure(
     run: Callable[[], None],
     before_each: Callable[[], None],
     stream,
     flush: Buffer,
     gate: StreamGate,
-    defaults: TimingDefaults,
+    defaults: TimerSettings,
     probe: ClockProbe | None = None,
     default_clock_mhz: float | None = None,
 ) -> Timing:

@@ -5,6 +5,10 @@ includes with quotes, the toolkit's own headers (CCCL, cooperative_groups: what 
 reach), the flags and the flags nvcc takes from the environment, the target's gencode, nvcc's
 exact version and the host compiler's. Entries are written to a temporary name and renamed, so a
 crash or a second run never sees half a file.
+
+A build nvcc ran is a Compiled, failed or not, with its log; a build refused before nvcc could
+run (a source outside the kernel tree, a cache that cannot be written) raises KernelFailed, and
+compile_all gives that kernel Unavailable with why.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.build.kernels import Kernel
-from harness.build.matrix import Target
-from harness.build.toolchain import Toolchain
-from harness.processes import kill_group
-from harness.result import Resources
+from harness import processes
+from harness.compile.toolchain import Toolchain
+from harness.model.discovery import Kernel
+from harness.model.matrix import Target
+from harness.model.result import KernelFailed, Resources, Unavailable
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
 TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung
@@ -36,7 +40,7 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.MULTILINE)
 
 
-class OutsideTree(Exception):
+class OutsideTree(KernelFailed):
     """A kernel includes a file outside its kernel tree: refused before nvcc could quote it."""
 
 
@@ -236,18 +240,23 @@ class Compiler:
         )
 
     def compile(self, kernel: Kernel, target: Target) -> Compiled:
+        """The build of `kernel` for `target`, from the cache or from nvcc; KernelFailed when
+        it is refused before nvcc runs."""
         try:
             compiled = self._compile(kernel, target)
-        except OutsideTree as refused:
-            return Compiled(None, (), str(refused), 0.0, False, {})
         except OSError as error:  # a read-only cache, a folder where a binary should be
             where = error.filename or self.cache_dir
-            why = f"the compile cache {where}: {error.strerror or error}"
-            return Compiled(None, (), why, 0.0, False, {})
-        if not compiled.ok or not kernel.spec.sass_must_contain:
+            raise KernelFailed(f"the compile cache {where}: {error.strerror or error}") from error
+        if compiled.binary is None or not kernel.spec.sass_must_contain:
             return compiled
         sass = check_sass(self.toolchain.cuobjdump, compiled.binary, kernel.spec.sass_must_contain)
         return dataclasses.replace(compiled, sass=sass)
+
+    def _compile_or_why(self, kernel: Kernel, target: Target) -> Compiled | Unavailable:
+        try:
+            return self.compile(kernel, target)
+        except KernelFailed as refused:
+            return Unavailable(str(refused))
 
     def _compile(self, kernel: Kernel, target: Target) -> Compiled:
         key = cache_key(kernel, target, self.fingerprint)
@@ -303,8 +312,9 @@ class Compiler:
         os.replace(record_scratch, record)
         return Compiled(binary, shown, log, seconds, False, resources, sha256=sha256)
 
-    def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled]:
-        """Compile every pair, in parallel across cores; results in the order given.
+    def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled | Unavailable]:
+        """Compile every pair, in parallel across cores; results in the order given, Unavailable
+        with why for a build refused before nvcc ran.
 
         Interrupted (Ctrl-C reaches this thread, not the compiling ones), it kills every nvcc
         still running, and any about to start, so that the interrupt ends the run instead of
@@ -313,7 +323,7 @@ class Compiler:
         workers = max(1, min(len(pairs), os.cpu_count() or 1))
         pool = ThreadPoolExecutor(max_workers=workers)
         try:
-            futures = [pool.submit(self.compile, *pair) for pair in pairs]
+            futures = [pool.submit(self._compile_or_why, *pair) for pair in pairs]
             return [future.result() for future in futures]
         except BaseException:
             self._kill_running()
@@ -327,28 +337,15 @@ class Compiler:
         nvcc runs in a process group of its own, and a timeout kills the group: nvcc's children
         (the host compiler's cc1plus, ptxas) would otherwise run on, orphaned, and keep growing.
         """
-        process = subprocess.Popen(
-            command,
-            cwd=folder,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        process = processes.start(command, cwd=folder, stderr="stdout")
         with self._lock:
             self._running.add(process)
             stopping = self._stopping
         if stopping:  # interrupted between the scratch file and here: _kill_running missed it
-            kill_group(process)
+            processes.kill_group(process)
         try:
-            output, _ = process.communicate(timeout=self.timeout_s)
-            return process.returncode, output
-        except subprocess.TimeoutExpired:
-            kill_group(process)
-            output, _ = process.communicate()
-            return None, output
+            finished = processes.finish(process, self.timeout_s)
+            return finished.status, finished.stdout
         finally:
             with self._lock:
                 self._running.discard(process)
@@ -358,4 +355,4 @@ class Compiler:
             self._stopping = True  # and any nvcc that starts from now on
             running = list(self._running)
         for process in running:
-            kill_group(process)
+            processes.kill_group(process)

@@ -1,7 +1,8 @@
 """Finds the kernels: one folder per kernel under kernels/<chapter>/, holding spec.py and its .cu.
 
-A folder whose spec cannot be used becomes a BrokenKernel that carries the reason, so the
-report shows it as an error cell instead of the whole run dying on one bad file.
+Finding a kernel's folder and loading its spec are two steps: a spec that cannot be used raises
+SpecError naming the spec file, and the command that loads it makes that the kernel's error
+cell, so one bad file never ends the run.
 """
 
 from __future__ import annotations
@@ -15,79 +16,63 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.build.import_probe import unsafe_imports
+from harness.model.result import SpecError
 from harness.spec import KernelSpec
 
 
 @dataclass(frozen=True)
-class Kernel:
+class KernelFolder:
+    """A kernel's folder, `<chapter>/<kernel>/`, before its spec is loaded."""
+
     chapter: str
     name: str
     folder: Path
-    spec: KernelSpec
+
+    @classmethod
+    def of(cls, spec_file: Path) -> KernelFolder:
+        folder = spec_file.parent
+        return cls(folder.parent.name, folder.name, folder)
 
     @property
     def classname(self) -> str:
         return f"{self.chapter}.{self.name}"
+
+    @property
+    def spec_file(self) -> Path:
+        return self.folder / "spec.py"
+
+
+@dataclass(frozen=True)
+class Kernel(KernelFolder):
+    """A kernel whose spec loaded."""
+
+    spec: KernelSpec
 
     @property
     def source(self) -> Path:
         return self.folder / self.spec.source
 
 
-@dataclass(frozen=True)
-class BrokenKernel:
-    chapter: str
-    name: str
-    folder: Path
-    reason: str
-
-    @property
-    def classname(self) -> str:
-        return f"{self.chapter}.{self.name}"
-
-
-def spec_files(root: Path) -> list[Path]:
-    """Every `<root>/<chapter>/<kernel>/spec.py`, sorted by chapter then kernel."""
+def kernel_folders(root: Path, select: str = "") -> list[KernelFolder]:
+    """Every `<root>/<chapter>/<kernel>/spec.py` whose classname contains `select`, sorted by
+    chapter then kernel."""
     root = Path(root).resolve()  # nvcc runs in each kernel's folder: paths must be absolute
-    return sorted(root.glob("*/*/spec.py"))
+    found = [KernelFolder.of(spec) for spec in sorted(root.glob("*/*/spec.py"))]
+    return [folder for folder in found if select in folder.classname]
 
 
-def classname_of(spec_file: Path) -> str:
-    return f"{spec_file.parent.parent.name}.{spec_file.parent.name}"
+def load_kernel(where: KernelFolder) -> Kernel:
+    """The kernel of `where`, its spec imported and checked; SpecError naming the spec file when
+    it cannot be used."""
+    spec_file = where.spec_file
 
+    def broken(why: str) -> SpecError:
+        return SpecError(f"{spec_file}: {why}")
 
-def discover(
-    root: Path, select: str = "", import_timeout_s: float | None = None
-) -> list[Kernel | BrokenKernel]:
-    """The kernels under `root` whose classname contains `select`, in spec_files' order.
-
-    With `import_timeout_s`, each spec is first imported in a child process (import_probe), and
-    one whose import exits the process or runs past the timeout is a BrokenKernel saying so,
-    never imported here.
-    """
-    files = [f for f in spec_files(root) if select in classname_of(f)]
-    unsafe = unsafe_imports(files, import_timeout_s) if import_timeout_s and files else {}
-    kernels = []
-    for spec_file in files:
-        if spec_file in unsafe:
-            folder = spec_file.parent
-            reason = f"{spec_file}: {unsafe[spec_file]}"
-            kernels.append(BrokenKernel(folder.parent.name, folder.name, folder, reason))
-        else:
-            kernels.append(load_kernel(spec_file))
-    return kernels
-
-
-def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
-    folder = spec_file.parent
-    chapter, name = folder.parent.name, folder.name
-
-    def broken(reason: str) -> BrokenKernel:
-        return BrokenKernel(chapter, name, folder, f"{spec_file}: {reason}")
-
-    module_name = _package_for(folder) + ".spec"
+    module_name = _package_for(where.folder) + ".spec"
     loader_spec = importlib.util.spec_from_file_location(module_name, spec_file)
+    if loader_spec is None or loader_spec.loader is None:
+        raise broken("cannot be imported as a Python file")
     module = importlib.util.module_from_spec(loader_spec)
     try:
         sys.modules[module_name] = module
@@ -100,21 +85,21 @@ def load_kernel(spec_file: Path) -> Kernel | BrokenKernel:
             line = error.lineno
         else:
             line = traceback.extract_tb(error.__traceback__)[-1].lineno
-        return broken(f"import failed at line {line}: {type(error).__name__}: {error}")
+        raise broken(f"import failed at line {line}: {type(error).__name__}: {error}") from error
     spec = getattr(module, "SPEC", None)
     if not isinstance(spec, KernelSpec):
-        return broken("defines no SPEC = KernelSpec(...)")
+        raise broken("defines no SPEC = KernelSpec(...)")
     if not spec.source:
-        spec = dataclasses.replace(spec, source=f"{name}.cu")
-    if not (folder / spec.source).is_file():
-        return broken(f"source {spec.source!r} is not a file beside it")
+        spec = dataclasses.replace(spec, source=f"{where.name}.cu")
+    if not (where.folder / spec.source).is_file():
+        raise broken(f"source {spec.source!r} is not a file beside it")
     if len(spec.cases) == 0:
-        return broken("declares no cases")
+        raise broken("declares no cases")
     names = [case.name for case in spec.cases]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        return broken(f"case names repeat: {', '.join(duplicates)}")
-    return Kernel(chapter, name, folder, spec)
+        raise broken(f"case names repeat: {', '.join(duplicates)}")
+    return Kernel(where.chapter, where.name, where.folder, spec)
 
 
 def _package_for(folder: Path) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from harness.commands.progress import Progress
-from harness.result import Cell, Outcome, Provenance
+from harness.model.result import Cell, Outcome, Provenance
 
 WHERE = Provenance(runner="test")
 

@@ -1,0 +1,123 @@
+"""What a person watching a run sees: while it goes, cells done of total, failures so far, the
+current kernel, elapsed and estimated time; at its end, every cell and where the time went.
+
+On a terminal the progress is one live line (rich); in CI, or when output is not a terminal, or
+without rich, one plain line per finished cell, which logs keep.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from typing import TextIO
+
+from harness.commands.stage import RunResult
+from harness.model.result import Cell, CellKind, Outcome, Report, Unavailable
+from harness.run.device import DeviceInfo
+
+
+class Progress:
+    def __init__(self, total: int, expected_s: float = 0.0, out: TextIO | None = None):
+        self.total, self.expected_s = total, expected_s
+        self.out = out or sys.stdout
+        self.done = self.failures = 0
+        self.started = time.monotonic()
+        self._live = _live_display(self.out) if total else None
+
+    def finished(self, cell: Cell) -> None:
+        self.done += 1
+        self.failures += cell.outcome in (Outcome.FAILED, Outcome.ERROR)
+        line = self.line(cell)
+        if self._live is not None:
+            self._live.update(line)
+        else:
+            print(line, file=self.out, flush=True)
+
+    def line(self, cell: Cell) -> str:
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done else self.expected_s
+        return (
+            f"[{self.done}/{self.total}] {cell.outcome.value.upper():7} "
+            f"{cell.classname}::{cell.name} ({cell.seconds:.1f} s); "
+            f"{self.failures} failed so far, {elapsed:.0f} s elapsed, ~{left:.0f} s left"
+        )
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
+class _RichLine:
+    def __init__(self, out: TextIO):
+        from rich.console import Console
+        from rich.live import Live
+
+        self._live = Live("", console=Console(file=out), refresh_per_second=8, transient=True)
+        self._live.start()
+
+    def update(self, line: str) -> None:
+        self._live.update(line)
+
+    def stop(self) -> None:
+        self._live.stop()
+
+
+def _live_display(out: TextIO) -> _RichLine | None:
+    if os.environ.get("CI") or not out.isatty():
+        return None
+    try:
+        return _RichLine(out)
+    except ImportError:  # rich is optional: plain lines instead
+        return None
+
+
+def print_devices(found: list[DeviceInfo] | Unavailable) -> None:
+    if isinstance(found, Unavailable):
+        print(f"device: none ({found.why}); run cells are skipped no-device")
+        return
+    for device in found:
+        print(f"device {device.ordinal}: {device.name}, CC {device.cc}, driver {device.driver}")
+
+
+def print_summary(result: RunResult) -> None:
+    """The run's compile counts, a line per cell, its outcome counts and where its time went."""
+    if result.compiled == 0 and result.cached:
+        print(f"compile: nothing to do, {result.cached} binaries cached")
+    else:
+        print(f"compile: {result.compiled} compiled, {result.cached} cached")
+    for cell in result.cells:
+        mark = cell.outcome.value.upper()
+        line = f"  {mark:8} {cell.classname}::{cell.name}"
+        if cell.timing:
+            line += f"  {cell.timing.median_us:.1f} us"
+            rate = cell.throughput
+            if rate and rate.tflops is not None:
+                line += f"  {rate.tflops:.2f} TFLOPS"
+            if rate and rate.gbytes_per_s is not None:
+                line += f"  {rate.gbytes_per_s:.1f} GB/s"
+            if rate and rate.roofline_pct is not None:
+                line += f"  {rate.roofline_pct:.1f}% of roofline"
+            line += f"  [{cell.loaded_as}]"
+        elif cell.outcome is not Outcome.PASSED:
+            line += f"  -- {cell.message}"
+        print(line)
+    counts = Counter(cell.outcome.value for cell in result.cells)
+    reasons = Counter(cell.skip_reason.value for cell in result.cells if cell.skip_reason)
+    summary = ", ".join(f"{counts.get(o.value, 0)} {o.value}" for o in Outcome)
+    detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    print(f"{result.files.xml.name}: {summary}" + (f" ({detail})" if detail else ""))
+    if result.report.wall_s is not None:
+        print(time_split(result.report))
+
+
+def time_split(report: Report) -> str:
+    """Where the run's wall time went: the cells' stages summed, beside the whole."""
+    stages = [cell.stages for cell in report.cells if cell.stages]
+    split = ", ".join(
+        f"{name} {sum(getattr(s, f'{name}_s') for s in stages):.1f} s"
+        for name in ("setup", "reference", "verify", "timing")
+    )
+    compile_s = sum(cell.seconds for cell in report.cells if cell.kind is CellKind.COMPILE)
+    return f"time: wall {report.wall_s:.1f} s; compile {compile_s:.1f} s; {split}"

@@ -1,0 +1,82 @@
+"""What a command finds on this machine before it starts: the matrix, nvcc, the GPUs and
+compute-sanitizer. Each is said on its line; one that is missing is Unavailable, with why, and
+the cells that need it say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.commands.console import print_devices
+from harness.commands.stage import RunOptions
+from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
+from harness.model.matrix import Matrix, MatrixError, Target, load_matrix
+from harness.model.provenance import current_commit
+from harness.model.result import Unavailable
+from harness.run.device import DeviceInfo, DeviceMissing, probe_all
+from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
+
+ROOT = Path(__file__).resolve().parents[2]  # the project: its matrix.yaml, kernels/, reports/
+
+
+class Unusable(Exception):
+    """The command cannot start (a matrix that cannot be used): exit 2, the message said."""
+
+
+def matrix_and_targets(path: Path, names: list[str]) -> tuple[Matrix, list[Target]]:
+    """The matrix, and the targets named (every one when none is); Unusable naming the file
+    and line when the matrix cannot be used."""
+    try:
+        matrix = load_matrix(path)
+        return matrix, [matrix.target(n) for n in names] or list(matrix.targets.values())
+    except MatrixError as error:
+        raise Unusable(str(error)) from error
+
+
+def toolchain() -> Toolchain | Unavailable:
+    try:
+        found = find_toolchain()
+    except ToolchainError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return Unavailable(str(error))
+    print(f"nvcc {found.version} ({found.origin}: {found.nvcc})")
+    return found
+
+
+def devices(matrix: Matrix) -> list[DeviceInfo] | Unavailable:
+    try:
+        found: list[DeviceInfo] | Unavailable = probe_all(matrix)
+    except DeviceMissing as missing:
+        found = Unavailable(str(missing))
+    print_devices(found)
+    return found
+
+
+def compute_sanitizer(
+    nvcc: Toolchain | Unavailable, gpus: list[DeviceInfo] | Unavailable
+) -> Path | Unavailable:
+    try:
+        found = find_compute_sanitizer(nvcc)
+    except SanitizerMissing as error:
+        if isinstance(gpus, Unavailable):  # nothing would run under it anyway
+            print(f"compute-sanitizer: none ({error})")
+        else:
+            print(f"error: {error}", file=sys.stderr)
+        return Unavailable(str(error))
+    print(f"compute-sanitizer: {found}")
+    return found
+
+
+def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
+    """A command's options for one target, from the arguments every run command takes."""
+    return RunOptions(
+        target=target,
+        kernels_roots=tuple(args.kernels or [ROOT / "kernels"]),
+        reports_dir=args.reports,
+        cache_dir=args.cache,
+        select=args.select,
+        runner=args.runner,
+        commit=current_commit(ROOT),
+    )
