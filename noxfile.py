@@ -10,7 +10,7 @@
     nox -s gha-matrix     the GitHub Actions job matrix, as JSON
     nox -s report         merge reports: merged.xml, summary.md, dashboard.html, history
     nox -s tests          the project's own test suite
-    nox -s lint           ruff
+    nox -s lint           ruff, mypy, the stages' import contract, actionlint, zizmor
 
 On a machine without a registry (a GPU box with its own Python), `nox --no-venv -s test-sm90`
 uses the current environment as it is.
@@ -201,9 +201,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, and actionlint and zizmor over the GitHub Actions workflows."""
-    _install(session, "-r", "requirements-test.txt")
+    """ruff, mypy over harness/, the stages' import contract, actionlint and zizmor."""
+    _install(session, "-r", "requirements.txt", "-r", "requirements-test.txt")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")  # [tool.mypy] in pyproject.toml: harness/, strictly typed
+    session.run("lint-imports")  # [tool.importlinter]: each stage imports earlier ones only
     session.run("actionlint", external=True)
     session.run("zizmor", "--offline", ".github/workflows", external=True)

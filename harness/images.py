@@ -127,7 +127,7 @@ def build(image: Image, root: Path, show: TextIO | None = None) -> bool:
             text=True,
             errors="replace",
         ) as running:
-            for line in running.stdout:
+            for line in running.stdout or ():
                 output.append(line.rstrip("\n"))
                 print(line, end="", file=show, flush=True)
     if running.returncode != 0:

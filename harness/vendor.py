@@ -8,6 +8,7 @@ without it still runs every kernel, and its cells say the baseline is unavailabl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def torch_matmul(a: str, b: str, *, b_is_n_by_k: bool = False) -> Vendor:
     return Vendor(library="torch.matmul (cuBLAS)", prepare=prepare)
 
 
-def _to_torch(torch, array: np.ndarray, device):
+def _to_torch(torch: Any, array: np.ndarray, device: Any) -> Any:
     if array.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: same bits, a dtype torch lacks
         bits = torch.from_numpy(np.ascontiguousarray(array).view(np.uint16))
         return bits.to(device).view(torch.bfloat16)

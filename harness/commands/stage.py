@@ -115,14 +115,16 @@ def run_provenance(
     device: DeviceInfo | Unavailable,
 ) -> Provenance:
     """Where and with what this run's cells ran."""
-    on_gpu = isinstance(device, DeviceInfo)
+    toolkit = toolchain.version if isinstance(toolchain, Toolchain) else None
+    if isinstance(device, Unavailable):
+        return Provenance(runner=runner, commit=commit, toolkit=toolkit)
     return Provenance(
         runner=runner,
         commit=commit,
-        toolkit=toolchain.version if isinstance(toolchain, Toolchain) else None,
-        device=device.name if on_gpu else None,
-        cc=str(device.cc) if on_gpu else None,
-        driver=device.driver if on_gpu else None,
+        toolkit=toolkit,
+        device=device.name,
+        cc=str(device.cc),
+        driver=device.driver,
     )
 
 

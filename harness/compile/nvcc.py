@@ -275,9 +275,9 @@ class Compiler:
                 sha256=cached["sha256"],
             )
         folder.mkdir(parents=True, exist_ok=True)
-        handle, scratch = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
+        handle, scratch_name = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
         os.close(handle)
-        scratch = Path(scratch)
+        scratch = Path(scratch_name)
         command = self.command(kernel, target, scratch)
         started = time.monotonic()
         try:

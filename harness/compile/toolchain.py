@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ class Toolchain:
 def _wheel_nvcc() -> Path | None:
     if importlib.util.find_spec("nvidia") is None:
         return None
-    import nvidia
+    import nvidia  # type: ignore[import-not-found]  # a namespace package of the wheels
 
     for root in nvidia.__path__:
         for candidate in sorted(Path(root).glob("cu*/bin/nvcc")):
@@ -47,7 +48,7 @@ def _wheel_nvcc() -> Path | None:
     return None
 
 
-def find_toolchain(env: dict[str, str] | None = None) -> Toolchain:
+def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
     env = os.environ if env is None else env
     if env.get("NVCC"):  # named explicitly: use it or say why not, never fall back silently
         named = Path(env["NVCC"])

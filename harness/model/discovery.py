@@ -81,6 +81,7 @@ def load_kernel(where: KernelFolder) -> Kernel:
         if isinstance(error, KeyboardInterrupt):
             raise
         # A SyntaxError is raised by the compiler inside importlib: its own lineno is the spec's.
+        line: int | None
         if isinstance(error, SyntaxError) and error.lineno:
             line = error.lineno
         else:

@@ -11,6 +11,7 @@ import enum
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -64,7 +65,10 @@ class Target:
 
     @property
     def cc(self) -> ComputeCapability:
-        major, minor, _ = SASS_PATTERN.match(self.sass).groups()
+        match = SASS_PATTERN.match(self.sass)
+        if match is None:  # load_matrix refuses such a target; one made by hand may not be
+            raise MatrixError(f"target {self.name}: {self.sass!r} is not an arch like sm_90a")
+        major, minor, _ = match.groups()
         return ComputeCapability(int(major), int(minor))
 
     @property
@@ -204,7 +208,7 @@ class _Reader:
             items[name], lines[name] = value, key.start_mark.line + 1
         return items
 
-    def scalar(self, node: yaml.Node, where: str, kind: type):
+    def scalar(self, node: yaml.Node, where: str, kind: type) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             raise self.fail(node, f"{where}: expected a {kind.__name__}")
         value = yaml.safe_load(yaml.serialize(node))
@@ -216,7 +220,7 @@ class _Reader:
             )
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise self.fail(node, f"{where}: expected a {kind.__name__}, got {_quoted(node.value)}")
-        if kind in (int, float) and value <= 0:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
             raise self.fail(node, f"{where}: expected a positive number, got {_quoted(node.value)}")
         return value
 
@@ -240,7 +244,7 @@ def _refuse_aliases(path: Path, text: str) -> None:
     that expand to gigabytes) must not get as far as a node tree."""
     for event in yaml.parse(text):
         if isinstance(event, yaml.AliasEvent):
-            line = event.start_mark.line + 1
+            line = event.start_mark.line + 1 if event.start_mark else "?"
             raise MatrixError(
                 f"{path}:{line}: YAML aliases (*{_quoted(event.anchor)[1:-1]}) are not allowed in "
                 "a matrix file: write each value out"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -14,7 +15,7 @@ def runner_name(given: str = "") -> str:
     return given or os.environ.get("MATRIX_RUNNER") or socket.gethostname()
 
 
-def current_commit(root: Path, env: dict[str, str] | None = None) -> str | None:
+def current_commit(root: Path, env: Mapping[str, str] | None = None) -> str | None:
     """The commit of the code that runs: $MATRIX_COMMIT where the caller knows it better (a
     container, whose mount has no git), else `git rev-parse HEAD` of `root` (the checkout: in a
     dispatched run, not $GITHUB_SHA's), else $GITHUB_SHA; None where none says."""

@@ -411,7 +411,7 @@ def _older(version: str) -> bool:
         return False
 
 
-def _plain(record) -> dict[str, Any] | None:
+def _plain(record: Any) -> dict[str, Any] | None:
     if record is None:
         return None
     values = dict(vars(record))

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import Cell, Outcome
+from harness.model.result import Cell, Outcome, Throughput, VendorTiming
 
 PALETTE = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#ad1457")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 320, 64, 16, 12, 40
@@ -38,9 +38,13 @@ def _power(exponent: int) -> str:
     return f"{10.0**exponent:g}" if -3 <= exponent <= 4 else f"1e{exponent}"
 
 
-def _timed(cells: Iterable[Cell]) -> list[tuple[int, Cell]]:
+# A timed cell as a chart draws it: its index among the dashboard's cells, the cell, its rate
+_Timed = tuple[int, Cell, Throughput]
+
+
+def _timed(cells: Iterable[Cell]) -> list[_Timed]:
     return [
-        (index, cell)
+        (index, cell, cell.throughput)
         for index, cell in enumerate(cells)
         if cell.outcome is Outcome.PASSED and cell.throughput and cell.median_us
     ]
@@ -49,21 +53,18 @@ def _timed(cells: Iterable[Cell]) -> list[tuple[int, Cell]]:
 def rooflines(cells: list[Cell], peaks: Mapping[str, DevicePeaks]) -> list[dict]:
     """Per (target, device) with peaks: the roofline of its flop-counting cells and the
     bandwidth chart of its byte-only cells, each where it has points."""
-    groups: dict[tuple[str, str], list[tuple[int, Cell]]] = {}
-    for index, cell in _timed(cells):
-        if cell.provenance.device in peaks:
-            groups.setdefault((cell.target, cell.provenance.device), []).append((index, cell))
+    groups: dict[tuple[str, str], list[_Timed]] = {}
+    for timed in _timed(cells):
+        cell = timed[1]
+        if cell.provenance.device is not None and cell.provenance.device in peaks:
+            groups.setdefault((cell.target, cell.provenance.device), []).append(timed)
     chapters = sorted({cell.chapter for cell in cells})
     colours = {chapter: PALETTE[i % len(PALETTE)] for i, chapter in enumerate(chapters)}
     charts = []
     for (target, device), members in sorted(groups.items()):
         peak = peaks[device]
-        with_flops = [
-            (i, c) for i, c in members if c.throughput.tflops and c.throughput.gbytes_per_s
-        ]
-        bytes_only = [
-            (i, c) for i, c in members if c.throughput.tflops is None and c.throughput.gbytes_per_s
-        ]
+        with_flops = [m for m in members if m[2].tflops and m[2].gbytes_per_s]
+        bytes_only = [m for m in members if m[2].tflops is None and m[2].gbytes_per_s]
         if with_flops:
             charts.append(_roofline(target, device, peak, with_flops, colours))
         if bytes_only:
@@ -86,14 +87,14 @@ def _frame(title: str, target: str, x_label: str, y_label: str) -> dict:
     }
 
 
-def _plotted(chart: dict, x: _LogAxis, y: _LogAxis, roofs: list[dict], points: list[dict]):
+def _plotted(chart: dict, x: _LogAxis, y: _LogAxis, roofs: list[dict], points: list[dict]) -> dict:
     """Fills a framed chart with its axes' ticks, its roofs and its points."""
     chart.update(x_ticks=x.ticks(), y_ticks=y.ticks(), roofs=roofs, points=points)
     chart["legend"] = sorted({(p["chapter"], p["colour"]) for p in points})
     return chart
 
 
-def _point(index: int, cell: Cell, x: float, y: float, colours, what: str) -> dict:
+def _point(index: int, cell: Cell, x: float, y: float, colours: dict[str, str], what: str) -> dict:
     """One cell at (x, y), coloured by chapter; `what` ends the name a hover shows."""
     name = f"{cell.classname} {cell.name} @ {cell.runner}: {what}"
     colour = colours[cell.chapter]
@@ -111,25 +112,27 @@ def _level(kind: str, y: float, label: str, below: bool = False) -> dict:
     }
 
 
-def _roofline(target, device, peak: DevicePeaks, members, colours) -> dict:
-    intensity = {i: c.throughput.tflops * 1e3 / c.throughput.gbytes_per_s for i, c in members}
+def _roofline(
+    target: str, device: str, peak: DevicePeaks, members: list[_Timed], colours: dict[str, str]
+) -> dict:
+    intensity = {i: _tflops(r) * 1e3 / _gbytes_per_s(r) for i, _, r in members}
     ridge = peak.bf16_tensor_tflops * 1e3 / peak.memory_gb_per_s
     x_low = min(min(intensity.values()), peak.fp32_tflops * 1e3 / peak.memory_gb_per_s) / 4
     x_high = max(max(intensity.values()), ridge) * 4
-    y_low = min(c.throughput.tflops for _, c in members) / 4
+    y_low = min(_tflops(r) for _, _, r in members) / 4
     y_high = peak.bf16_tensor_tflops * 2
     chart = _frame(f"{target} on {device}: roofline", target, "flops per byte", "TFLOPS (log)")
     x = _LogAxis(x_low, x_high, LEFT, chart["plot_w"], flip=False)
     y = _LogAxis(y_low, y_high, TOP, chart["plot_h"], flip=True)
-    roofs = []
+    roofs: list[dict] = []
     for kind, tflops in (("fp32", peak.fp32_tflops), ("bf16", peak.bf16_tensor_tflops)):
         knee = tflops * 1e3 / peak.memory_gb_per_s  # where bandwidth stops being the limit
         start = max(x_low, y_low * 1e3 / peak.memory_gb_per_s)
-        points = [(start, start * peak.memory_gb_per_s / 1e3), (knee, tflops), (x_high, tflops)]
+        corners = [(start, start * peak.memory_gb_per_s / 1e3), (knee, tflops), (x_high, tflops)]
         roofs.append(
             {
                 "kind": kind,
-                "points": " ".join(f"{x(a)},{y(b)}" for a, b in points),
+                "points": " ".join(f"{x(a)},{y(b)}" for a, b in corners),
                 "label": f"{kind} {tflops:g} TFLOPS · {peak.memory_gb_per_s:g} GB/s",
                 "label_x": WIDTH - RIGHT - 4,
                 "label_y": y(tflops) - 4,
@@ -140,23 +143,25 @@ def _roofline(target, device, peak: DevicePeaks, members, colours) -> dict:
             i,
             c,
             x(intensity[i]),
-            y(c.throughput.tflops),
+            y(_tflops(r)),
             colours,
-            f"{c.throughput.tflops:.1f} TFLOPS at {intensity[i]:.3g} flop/B",
+            f"{_tflops(r):.1f} TFLOPS at {intensity[i]:.3g} flop/B",
         )
-        for i, c in members
+        for i, c, r in members
     ]
     return _plotted(chart, x, y, roofs, points)
 
 
-def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
-    moved = {i: c.throughput.gbytes_per_s * 1e9 * c.median_us * 1e-6 for i, c in members}
+def _bandwidth(
+    target: str, device: str, peak: DevicePeaks, members: list[_Timed], colours: dict[str, str]
+) -> dict:
+    moved = {i: _gbytes_per_s(r) * 1e9 * (c.median_us or 0.0) * 1e-6 for i, c, r in members}
     chart = _frame(f"{target} on {device}: bandwidth", target, "bytes moved (log)", "GB/s (log)")
     x = _LogAxis(min(moved.values()) / 4, max(moved.values()) * 4, LEFT, chart["plot_w"], False)
-    y_low = min(c.throughput.gbytes_per_s for _, c in members) / 4
+    y_low = min(_gbytes_per_s(r) for _, _, r in members) / 4
     y = _LogAxis(y_low, peak.memory_gb_per_s * 2, TOP, chart["plot_h"], flip=True)
-    _, best = max(members, key=lambda m: m[1].throughput.gbytes_per_s)
-    measured = best.throughput.gbytes_per_s
+    _, best, best_rate = max(members, key=lambda m: _gbytes_per_s(m[2]))
+    measured = _gbytes_per_s(best_rate)
     roofs = [
         _level("memory", y(peak.memory_gb_per_s), f"memory peak {peak.memory_gb_per_s:g} GB/s"),
         _level(
@@ -167,41 +172,34 @@ def _bandwidth(target, device, peak: DevicePeaks, members, colours) -> dict:
         ),
     ]
     points = [
-        _point(
-            i,
-            c,
-            x(moved[i]),
-            y(c.throughput.gbytes_per_s),
-            colours,
-            f"{c.throughput.gbytes_per_s:.0f} GB/s",
-        )
-        for i, c in members
+        _point(i, c, x(moved[i]), y(_gbytes_per_s(r)), colours, f"{_gbytes_per_s(r):.0f} GB/s")
+        for i, c, r in members
     ]
     return _plotted(chart, x, y, roofs, points)
 
 
 def vendor_bars(cells: list[Cell]) -> dict | None:
     """A bar per cell timed beside its vendor baseline: vendor time / kernel time."""
-    judged = [
-        (i, c)
-        for i, c in _timed(cells)
+    judged: list[tuple[int, Cell, VendorTiming, float]] = [
+        (i, c, c.vendor, c.vendor.ratio)
+        for i, c, _ in _timed(cells)
         if c.vendor is not None and c.vendor.ratio is not None and c.vendor.ratio > 0
     ]
     if not judged:
         return None
-    runners = {c.runner for _, c in judged}
+    runners = {c.runner for _, c, _, _ in judged}
     left, scale_w = 330, WIDTH - 330 + 140
-    most = max(max(c.vendor.ratio for _, c in judged), 1.0) * 1.1
+    most = max(max(ratio for *_, ratio in judged), 1.0) * 1.1
     bars = [
         {
             "index": i,
             "name": f"{c.kernel} {c.name}" + (f" @ {c.runner}" if len(runners) > 1 else ""),
             "y": 6 + row * 22,
-            "w": round(c.vendor.ratio / most * scale_w, 1),
-            "kind": "faster" if c.vendor.ratio >= 1 else "slower",
-            "text": f"{c.vendor.ratio:.2f} ({c.vendor.library})",
+            "w": round(ratio / most * scale_w, 1),
+            "kind": "faster" if ratio >= 1 else "slower",
+            "text": f"{ratio:.2f} ({vendor.library})",
         }
-        for row, (i, c) in enumerate(judged)
+        for row, (i, c, vendor, ratio) in enumerate(judged)
     ]
     return {
         "title": "kernel against its vendor baseline",
@@ -211,3 +209,13 @@ def vendor_bars(cells: list[Cell]) -> dict | None:
         "parity_x": round(left + scale_w / most, 1),
         "bars": bars,
     }
+
+
+def _tflops(rate: Throughput) -> float:
+    """Of a cell the roofline draws: it counts flops (rooflines chose it for that)."""
+    return rate.tflops or 0.0
+
+
+def _gbytes_per_s(rate: Throughput) -> float:
+    """Of a cell a chart draws: it counts bytes (rooflines chose it for that)."""
+    return rate.gbytes_per_s or 0.0

@@ -3,7 +3,8 @@
 Rows are (chapter, kernel, case) with the kernel's own cells (spec, compile) first; columns are
 target@runner, plus one column marked MISSING per expected target with no report. The grid is
 rendered here, every text escaped; each cell's full record (message, log, properties, samples,
-trend) travels as one JSON blob that dashboard.js turns into the details panel. No network, no external fonts.
+trend) travels as one JSON blob that dashboard.js turns into the details panel. No network, no
+external fonts.
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> dict:
                 {"kind": "minor", "text": f"{cell.throughput.roofline_pct:.1f}% roof", "spill": ""}
             )
     elif outcome == "passed" and registers is not None:
-        spills = cell.compile.worst("spill_bytes")
+        spills = cell.compile.worst("spill_bytes") if cell.compile else None
         lines.append(
             {
                 "kind": "minor",

@@ -21,8 +21,8 @@ def render(reports: Iterable[Report], name: str | None = None) -> str:
     for report in reports:
         suite = _suite(root, report)
         for key in ("tests", "failures", "errors"):
-            totals[key] += int(suite.get(key))
-        totals["time"] += float(suite.get("time"))
+            totals[key] += int(suite.get(key, "0"))
+        totals["time"] += float(suite.get("time", "0"))
     if name:  # the merged file: totals over its suites (the schema has no `skipped` here)
         root.set("tests", str(totals["tests"]))
         root.set("failures", str(totals["failures"]))
@@ -67,7 +67,8 @@ def _suite(root: ET.Element, report: Report) -> ET.Element:
         for key, value in properties_of(cell).items():
             ET.SubElement(properties, "property", name=key, value=value)
         if cell.outcome is Outcome.SKIPPED:
-            ET.SubElement(case, "skipped", type=cell.skip_reason.value, message=cell.message)
+            reason = cell.skip_reason.value if cell.skip_reason else "skipped"
+            ET.SubElement(case, "skipped", type=reason, message=cell.message)
         elif cell.outcome is Outcome.FAILED:
             ET.SubElement(case, "failure", type="failure", message=cell.message).text = cell.message
         elif cell.outcome is Outcome.ERROR:

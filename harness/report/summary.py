@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from harness.model.result import Cell, CellKind, Outcome, SkipReason
 from harness.report.merge import ReportSet
@@ -138,9 +138,9 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
 
 def render_summary(
     report_set: ReportSet,
-    verdicts: list[Verdict] = (),
-    remarks: list[str] = (),
-    targets: list[str] = (),
+    verdicts: Sequence[Verdict] = (),
+    remarks: Sequence[str] = (),
+    targets: Sequence[str] = (),
 ) -> str:
     """`remarks`: what the reader must know (a baseline that is not stored); `targets`: the
     matrix's targets in its order, for the columns."""

@@ -80,10 +80,13 @@ def ratio_interval(current: np.ndarray, baseline: np.ndarray) -> tuple[float, fl
 
 def judge(cell: Cell, baseline: Cell, same_binary: bool | None = None) -> Verdict:
     """`cell` against the same cell of the baseline run; both must be timed."""
-    now, base = np.asarray(cell.timing.samples_us), np.asarray(baseline.timing.samples_us)
-    ratio = cell.timing.median_us / baseline.timing.median_us
+    timed, base_timed = cell.timing, baseline.timing
+    if timed is None or base_timed is None:
+        raise ValueError(f"{cell.classname} {cell.name}: only two timed cells can be judged")
+    now, base = np.asarray(timed.samples_us), np.asarray(base_timed.samples_us)
+    ratio = timed.median_us / base_timed.median_us
     low, high = ratio_interval(now, base) if now.size and base.size else (ratio, ratio)
-    threshold = threshold_pct(min(cell.timing.median_us, baseline.timing.median_us))
+    threshold = threshold_pct(min(timed.median_us, base_timed.median_us))
     band = threshold / 100.0
     if low > 1.0 + band:
         judgement = Judgement.SLOWER
@@ -93,6 +96,4 @@ def judge(cell: Cell, baseline: Cell, same_binary: bool | None = None) -> Verdic
         judgement = Judgement.SAME
     else:
         judgement = Judgement.AMBIGUOUS
-    return Verdict(
-        cell, baseline.timing.median_us, ratio, low, high, threshold, judgement, same_binary
-    )
+    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same_binary)

@@ -13,10 +13,11 @@ import threading
 import time
 import traceback
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 from cuda.core import Device
@@ -44,6 +45,8 @@ from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
 from harness.run.verify import check_reference_fits, compare, unchanged
 from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef
+
+T = TypeVar("T")
 
 
 def seed_of(kernel: Kernel, case: Case) -> int:
@@ -87,7 +90,7 @@ class _HostWork:
     reference_s: float
 
 
-def _spec_step(kernel: Kernel, step: str, call, *args):
+def _spec_step(kernel: Kernel, step: str, call: Callable[..., T], *args: Any) -> T:
     """`call(*args)`, a function of the kernel's spec: what it raises is the spec's error, but
     for DeviceUnsupported, which skips the case."""
     try:
@@ -209,8 +212,8 @@ class GpuRuntime:
         return _HostWork(problem, expected, None, made - started, time.monotonic() - made)
 
     def _run_case(
-        self, kernel, case: Case, module: Module, cell: Cell, timed: bool, host: _HostWork
-    ):
+        self, kernel: Kernel, case: Case, module: Module, cell: Cell, timed: bool, host: _HostWork
+    ) -> tuple[Cell, bool]:
         started = time.monotonic()
         healthy = True
         cell.seed = seed_of(kernel, case)
@@ -281,7 +284,7 @@ class GpuRuntime:
             message, detail = describe_exception(error)
             raise SpecError(f"{kernel.classname} spec setup() raised {message}", detail) from error
 
-    def measure(self, run, before_each) -> Timing:
+    def measure(self, run: Callable[[], None], before_each: Callable[[], None]) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded."""
         with self._quiet:
             return measure(
@@ -340,7 +343,13 @@ class GpuRuntime:
             )
 
     def _check(
-        self, kernel: Kernel, case: Case, module: Module, cell: Cell, host: _HostWork, spent
+        self,
+        kernel: Kernel,
+        case: Case,
+        module: Module,
+        cell: Cell,
+        host: _HostWork,
+        spent: _Spent,
     ) -> tuple[Workspace, _Verified]:
         """Run once and verify; sets the cell failed with the reasons. Returns the workspace,
         and the outputs with the reference they were checked against."""
@@ -366,15 +375,18 @@ class GpuRuntime:
             ]
         if host.raised is not None:  # the reference raised
             raise host.raised
-        check_reference_fits(kernel.classname, problem.outputs, host.expected)
+        expected = host.expected
+        if expected is None:
+            raise SpecError(f"{kernel.classname}: reference() returned None, not its outputs")
+        check_reference_fits(kernel.classname, problem.outputs, expected)
         with spent.on("verify"):
             for name in problem.outputs:
-                got, want = actual[name], host.expected[name]
+                got, want = actual[name], expected[name]
                 if msg := compare(name, got, want, case.tolerance, self.cores):
                     problems.append(msg)
         if problems:
             cell.settle(KernelFailed("; ".join(problems)))
-        return workspace, _Verified(outputs, host.expected)
+        return workspace, _Verified(outputs, expected)
 
     def _what_changed(self, workspace: Workspace, name: str) -> str:
         """What the kernel did to the input `name`, whose digest changed over the run."""
@@ -386,11 +398,11 @@ class GpuRuntime:
 class _Spent:
     """Seconds by stage of one case, for its cell's Stages."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds = {"upload": 0.0, "verify": 0.0, "timing": 0.0}
 
     @contextlib.contextmanager
-    def on(self, stage: str):
+    def on(self, stage: str) -> Iterator[None]:
         started = time.monotonic()
         try:
             yield

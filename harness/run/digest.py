@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from cuda.bindings import driver
-from cuda.core import Buffer, LaunchConfig, ObjectCode, launch
+from cuda.core import Buffer, Device, LaunchConfig, ObjectCode, Stream, launch
 
 from harness.run.checked import check
 
@@ -91,7 +91,7 @@ DONE:
 class Digests:
     """Digests of a few device buffers at a time, into slots of a small device array."""
 
-    def __init__(self, device, stream, sm_count: int):
+    def __init__(self, device: Device, stream: Stream, sm_count: int):
         # bytes: a str would name a file
         self._kernel = ObjectCode.from_ptx(_DIGEST_PTX.encode()).get_kernel("digest")
         self._device, self._stream = device, stream
@@ -132,7 +132,7 @@ class Digests:
         self._stream.sync()
         return {name: int(value) for name, value in zip(buffers, found, strict=True)}
 
-    def _launch(self, start: int, count: int, width: int, first: int, out) -> None:
+    def _launch(self, start: int, count: int, width: int, first: int, out: Buffer) -> None:
         blocks = min(-(-count // THREADS), self._most_blocks)
         config = LaunchConfig(grid=blocks, block=THREADS)
         launch(

@@ -6,6 +6,7 @@ copies of numpy arrays.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from cuda.core import (
     Device,
     LaunchConfig,
     ObjectCode,
+    Stream,
     TensorMapDescriptorOptions,
     launch,
 )
@@ -25,7 +27,7 @@ from cuda.core.utils import StridedMemoryView
 from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
-from harness.spec import Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
+from harness.spec import Arg, Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
 _SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)
@@ -74,7 +76,7 @@ class Module:
 class Workspace:
     """The device buffers and launch arguments of one Problem, ready to run again and again."""
 
-    def __init__(self, device: Device, stream, module: Module, problem: Problem):
+    def __init__(self, device: Device, stream: Stream, module: Module, problem: Problem):
         self.device, self.stream, self.problem = device, stream, problem
         self.buffers: dict[str, Buffer] = {}
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
@@ -112,7 +114,7 @@ class Workspace:
                 return group[name]
         raise KeyError(f"launch argument names buffer {name!r}, which the problem does not have")
 
-    def _argument(self, arg):
+    def _argument(self, arg: Arg) -> object:
         if isinstance(arg, Buf):
             self._array(arg.name)
             return self.buffers[arg.name]
@@ -126,7 +128,9 @@ class Workspace:
             return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
         raise TypeError(f"unknown launch argument {arg!r}")
 
-    def _step(self, module: Module, one: Launch):
+    def _step(
+        self, module: Module, one: Launch
+    ) -> tuple[cuda.core.Kernel, LaunchConfig, tuple[object, ...]]:
         loaded = module.entry(one.entry)
         if one.shmem_bytes > 48 * 1024:
             # Above 48 KB a block gets dynamic shared memory only after this opt-in.
@@ -154,6 +158,8 @@ class Workspace:
 
     def _allow_cluster(self, function: cuda.core.Kernel, config: LaunchConfig, one: Launch) -> None:
         """Clusters above 8 blocks are non-portable: opt in, then ask whether this GPU has them."""
+        if one.cluster is None:
+            return
         blocks = one.cluster[0] * one.cluster[1] * one.cluster[2]
         if blocks <= PORTABLE_CLUSTER_BLOCKS:
             return
@@ -180,7 +186,7 @@ class Workspace:
         for name, array in self.problem.scratch.items():
             self._upload(name, array)
 
-    def run(self, stream=None) -> None:
+    def run(self, stream: Stream | None = None) -> None:
         """Enqueue every launch of the problem on the stream (or on `stream`, another timer's),
         without waiting."""
         for function, config, args in self.steps:
@@ -193,7 +199,7 @@ class Workspace:
         """The buffer `name` as it is on the device now."""
         return self._download(name, self._array(name))
 
-    def extents(self, names) -> dict[str, tuple[Buffer, int]]:
+    def extents(self, names: Iterable[str]) -> dict[str, tuple[Buffer, int]]:
         """Each named buffer and how many of its bytes the problem uses (a buffer is never
         empty, an array may be)."""
         return {name: (self.buffers[name], self._array(name).nbytes) for name in names}

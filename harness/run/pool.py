@@ -41,7 +41,9 @@ Serve = Callable[[Any, Any], Reply]
 _READY = "ready"  # a worker's first message: set up, waiting for jobs
 
 
-def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection):
+def _worker_main(
+    serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection
+) -> None:
     state = setup(setup_arg)
     conn.send(_READY)
     while True:
@@ -58,6 +60,12 @@ def _worker_main(serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn
             return
 
 
+@dataclass(frozen=True)
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+
+
 class WorkerPool:
     """One worker at a time, replaced whenever a job faults or asks for it.
 
@@ -68,54 +76,55 @@ class WorkerPool:
     def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
         self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
         self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
-        self._process = None
-        self._conn: Connection | None = None
+        self._worker: _Worker | None = None
         self.start_s = 0.0
 
-    def _start(self) -> None:
+    def _start(self) -> _Worker:
         parent, child = self._context.Pipe()
-        self._process = self._context.Process(
+        process = self._context.Process(
             target=_worker_main,
             args=(self._serve, self._setup, self._setup_arg, child),
             daemon=True,
         )
-        self._process.start()
+        process.start()
         child.close()
-        self._conn = parent
+        self._worker = _Worker(process, parent)
+        return self._worker
 
     def _retire(self, kill: bool) -> None:
-        if self._process is None:
+        if self._worker is None:
             return
-        if kill and self._process.is_alive():
-            self._process.kill()
-        self._conn.close()
-        self._process.join(timeout=30)
-        self._process, self._conn = None, None
+        process, conn = self._worker.process, self._worker.conn
+        if kill and process.is_alive():
+            process.kill()
+        conn.close()
+        process.join(timeout=30)
+        self._worker = None
 
     def run(self, job: Any, timeout_s: float) -> Any:
         """The job's result; WorkerFault saying how the worker failed it. The timeout covers
         a fresh worker's start too."""
         started = time.monotonic()
-        fresh = self._process is None
-        if fresh:
-            self._start()
+        fresh = self._worker is None
+        worker = self._start() if self._worker is None else self._worker
+        conn = worker.conn
         self.start_s = 0.0
         try:
             if fresh:
-                if not self._conn.poll(timeout_s):
+                if not conn.poll(timeout_s):
                     self._retire(kill=True)
                     raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
-                self._conn.recv()  # _READY
+                conn.recv()  # _READY
                 self.start_s = time.monotonic() - started
-            self._conn.send(job)
+            conn.send(job)
             left = timeout_s - (time.monotonic() - started)
-            if not self._conn.poll(max(left, 0.0)):
+            if not conn.poll(max(left, 0.0)):
                 self._retire(kill=True)
                 raise WorkerFault(f"timeout: no result after {timeout_s:g} s; worker killed")
-            reply: Reply = self._conn.recv()
+            reply: Reply = conn.recv()
         except (EOFError, OSError, BrokenPipeError):
-            self._process.join(timeout=30)
-            how = describe_exit(self._process.exitcode)
+            worker.process.join(timeout=30)
+            how = describe_exit(worker.process.exitcode)
             self._retire(kill=True)
             raise WorkerFault(f"worker process {how} during this job") from None
         if reply.replace_me:
@@ -130,5 +139,5 @@ class WorkerPool:
     def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class Summary:
 
 
 def find_compute_sanitizer(
-    toolchain: Toolchain | Unavailable, env: dict[str, str] | None = None
+    toolchain: Toolchain | Unavailable, env: Mapping[str, str] | None = None
 ) -> Path:
     env = os.environ if env is None else env
     if env.get("COMPUTE_SANITIZER"):  # named explicitly: use it or say why not

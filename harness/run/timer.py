@@ -19,10 +19,10 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cuda.bindings import driver
-from cuda.core import Buffer, EventOptions
+from cuda.core import Buffer, EventOptions, Stream
 
 from harness.model.matrix import TimerSettings
 from harness.model.result import Timing
@@ -35,7 +35,7 @@ RECOVERY_S = 0.05  # the pause after a throttled sample: NVBench's default
 def summarize(
     samples_us: list[float],
     wall_s: float = 0.0,
-    clocks_mhz: list[float] = (),
+    clocks_mhz: Sequence[float] = (),
     throttled: int = 0,
 ) -> Timing:
     ordered = sorted(samples_us)
@@ -64,7 +64,7 @@ class RunningNoise:
     statistics.stdev over hundreds of samples each time cost more host time than a small
     kernel's whole sample."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.count, self._mean, self._squares = 0, 0.0, 0.0
 
     def add(self, value: float) -> None:
@@ -83,13 +83,13 @@ class StreamGate:
     """A word of pinned host memory that a stream can be made to wait on (nvbench's blocking
     kernel, done with cuStreamWaitValue32): work enqueued behind `hold` starts at `release`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._host = check(driver.cuMemHostAlloc(4, driver.CU_MEMHOSTALLOC_DEVICEMAP))
         self._device = check(driver.cuMemHostGetDevicePointer(self._host, 0))
         self._word = ctypes.c_uint32.from_address(self._host)
         self._word.value = 0
 
-    def hold(self, stream) -> None:
+    def hold(self, stream: Stream) -> None:
         self._word.value = 0
         flags = driver.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_EQ
         check(driver.cuStreamWaitValue32(stream.handle, self._device, 1, flags))
@@ -138,7 +138,7 @@ class ClockProbe:
         self._device = int(check(driver.cuMemHostGetDevicePointer(self._host, 0)))
         self._words = (ctypes.c_uint64 * 4).from_address(self._host)
 
-    def warm(self, stream) -> None:
+    def warm(self, stream: Stream) -> None:
         """Launch both probes once, ungated. With lazy module loading a kernel's first launch
         loads it into the context, which waits for the context's streams: a first launch behind
         the gate (whose stream waits for the host) would wait for ever."""
@@ -146,13 +146,13 @@ class ClockProbe:
         self.stop(stream)
         stream.sync()
 
-    def start(self, stream) -> None:
+    def start(self, stream: Stream) -> None:
         self._record(stream, 0)
 
-    def stop(self, stream) -> None:
+    def stop(self, stream: Stream) -> None:
         self._record(stream, 16)
 
-    def _record(self, stream, offset: int) -> None:
+    def _record(self, stream: Stream, offset: int) -> None:
         from cuda.core import launch
 
         launch(stream, self._config, self._kernel, ctypes.c_uint64(self._device + offset))
@@ -166,7 +166,7 @@ class ClockProbe:
 def measure(
     run: Callable[[], None],
     before_each: Callable[[], None],
-    stream,
+    stream: Stream,
     flush: Buffer,
     gate: StreamGate,
     defaults: TimerSettings,

@@ -132,7 +132,9 @@ def _mismatches(got: np.ndarray, want: np.ndarray, tolerance: Tolerance | None) 
     return int(np.count_nonzero(bad))
 
 
-def _mismatch_mask(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance | None):
+def _mismatch_mask(
+    actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance | None
+) -> np.ndarray:
     """Where they differ, in float64: the slow path, taken only to describe a mismatch."""
     if tolerance is None:
         return actual != expected
