@@ -26,20 +26,15 @@ from harness.commands.stage import (
     RunCell,
     RunOptions,
     RunResult,
-    check_selection,
-    compile_stage,
-    load_kernels,
     new_cell,
-    new_report,
     report_stem,
-    run_provenance,
     runnable_binary,
     settled_cell,
+    start_run,
 )
 from harness.compile.toolchain import Toolchain
 from harness.model.discovery import Kernel
 from harness.model.matrix import Matrix, Target, Tool
-from harness.model.provenance import runner_name
 from harness.model.result import (
     Broken,
     Cell,
@@ -84,32 +79,18 @@ def sanitize_target(
     sanitizer: Path | Unavailable,
 ) -> RunResult:
     target = options.target
-    folders = check_selection(options.kernels_roots, options.select)
     tools = matrix.sanitize.tools
-    runner = runner_name(options.runner)
-    files = store.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
-    where = run_provenance(runner, options.commit, toolchain, device)
-    report = new_report(
-        f"cuda-matrix-sanitize.{target.name}.{runner}", target, where, toolchain, device
-    )
-    report.compute_sanitizer = str(sanitizer) if isinstance(sanitizer, Path) else None
-    store.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
-    kernels, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
 
     def run_cells(kernel: Kernel) -> list[RunCell]:
         case = smallest_case(kernel.spec).name
         return [RunCell(CellKind.SANITIZER, case, tool.value) for tool in tools]
 
-    stage = compile_stage(
-        target=target,
-        kernels=kernels,
-        toolchain=toolchain,
-        cache_dir=options.cache_dir,
-        where=where,
-        run_cells=run_cells,
+    files = store.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
+    tool_path = sanitizer if isinstance(sanitizer, Path) else None
+    started = start_run(
+        matrix, options, files, "cuda-matrix-sanitize", toolchain, device, run_cells, tool_path
     )
-    report.cells.extend([*spec_cells, *stage.cells])
-    store.write(files, report)
+    report, where, stage = started.report, started.where, started.stage
     with ThreadPoolExecutor(PARALLEL) as pool:
         # Every run is queued at once, so the pool stays busy across kernels; cells are taken
         # back in kernel order, and each kernel's are on disk before the next is awaited.

@@ -18,7 +18,8 @@ from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
 from harness.model.import_probe import unsafe_imports
-from harness.model.matrix import Target
+from harness.model.matrix import Matrix, Target
+from harness.model.provenance import runner_name
 from harness.model.result import (
     Cell,
     CellError,
@@ -34,6 +35,7 @@ from harness.model.result import (
     SpecError,
     Unavailable,
 )
+from harness.report import store
 from harness.report.store import ReportFiles
 from harness.run.device import DeviceInfo
 
@@ -334,3 +336,48 @@ def runnable_binary(target: Target, device: DeviceInfo | Unavailable, build: Bui
             f"{device.name} is CC {device.cc}",
         )
     return build.binary
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """A run past its first steps: its report (on disk, unfinished), where it runs, and the
+    target's kernels compiled."""
+
+    report: Report
+    where: Provenance
+    stage: CompileStage
+
+
+def start_run(
+    matrix: Matrix,
+    options: RunOptions,
+    files: ReportFiles,
+    suite: str,
+    toolchain: Toolchain | Unavailable,
+    device: DeviceInfo | Unavailable,
+    run_cells: Callable[[Kernel], list[RunCell]],
+    compute_sanitizer: Path | None = None,
+) -> StartedRun:
+    """What every command does first: select the kernels (NothingToRun before any report is
+    written), write the report empty and unfinished (a run killed now leaves no stale one),
+    load the specs, compile, and put their cells in the report and on disk. `suite` is the
+    report's kind of suite, `cuda-matrix` or `cuda-matrix-sanitize`."""
+    target = options.target
+    folders = check_selection(options.kernels_roots, options.select)
+    runner = runner_name(options.runner)
+    where = run_provenance(runner, options.commit, toolchain, device)
+    report = new_report(f"{suite}.{target.name}.{runner}", target, where, toolchain, device)
+    report.compute_sanitizer = str(compute_sanitizer) if compute_sanitizer else None
+    store.write(files, report)
+    kernels, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
+    stage = compile_stage(
+        target=target,
+        kernels=kernels,
+        toolchain=toolchain,
+        cache_dir=options.cache_dir,
+        where=where,
+        run_cells=run_cells,
+    )
+    report.cells.extend([*spec_cells, *stage.cells])
+    store.write(files, report)
+    return StartedRun(report, where, stage)

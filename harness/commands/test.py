@@ -24,19 +24,14 @@ from harness.commands.stage import (
     RunCell,
     RunOptions,
     RunResult,
-    check_selection,
-    compile_stage,
-    load_kernels,
-    new_report,
     report_stem,
-    run_provenance,
     runnable_binary,
     settled_cell,
+    start_run,
 )
 from harness.compile.toolchain import Toolchain
 from harness.model.discovery import Kernel
 from harness.model.matrix import Matrix, Target
-from harness.model.provenance import runner_name
 from harness.model.result import (
     Cell,
     CellError,
@@ -86,26 +81,13 @@ def run_target(
     started = time.monotonic()
     first = devices if isinstance(devices, Unavailable) else devices[0]
     target = options.target
-    folders = check_selection(options.kernels_roots, options.select)
-    runner = runner_name(options.runner)
     kind = "junit" if execute else "compile"
     files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
-    last_seconds = _seconds_of_last_run(files.json)
-    where = run_provenance(runner, options.commit, toolchain, first)
-    report = new_report(f"cuda-matrix.{target.name}.{runner}", target, where, toolchain, first)
-    store.write(files, report)  # unfinished and empty: a run killed now leaves no stale report
-    kernels, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
-    stage = compile_stage(
-        target=target,
-        kernels=kernels,
-        toolchain=toolchain,
-        cache_dir=options.cache_dir,
-        where=where,
-        run_cells=_case_cells,
-    )
-    report.cells.extend([*spec_cells, *stage.cells])
-    store.write(files, report)
+    last_seconds = _seconds_of_last_run(files.json)  # before this run replaces it
+    started_run = start_run(matrix, options, files, "cuda-matrix", toolchain, first, _case_cells)
+    report, where, stage = started_run.report, started_run.where, started_run.stage
     if execute:
+        compiled = len(report.cells)  # the run cells follow, in the order of the kernels' cases
         order = {
             (kernel.classname, case.name): index
             for index, (kernel, case) in enumerate(
@@ -117,8 +99,8 @@ def run_target(
             try:
                 binary = runnable_binary(target, first, stage.builds[kernel.classname])
             except CellError as cannot:
-                for run in _case_cells(kernel):
-                    report.cells.append(settled_cell(kernel, run, target, where, cannot))
+                for case_cell in _case_cells(kernel):
+                    report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
                 continue
             for case in kernel.spec.cases:
                 key = (kernel.classname, case.name)
@@ -127,7 +109,6 @@ def run_target(
         store.write(files, report)
         if jobs and not isinstance(devices, Unavailable):
             _run_jobs(jobs, list(devices), matrix, target, where, workers, report, files)
-        compiled = len(spec_cells) + len(stage.cells)
         run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
         report.cells[compiled:] = run_cells
     report.finished = True

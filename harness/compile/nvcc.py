@@ -49,7 +49,7 @@ class SassCheck:
     """How often each opcode the spec demands appears in the binary's SASS."""
 
     counts: dict[str, int]
-    error: str = ""  # cuobjdump could not read the binary: nothing was checked
+    error: str | None = None  # why cuobjdump could not read the binary: nothing was checked
 
     @property
     def missing(self) -> list[str]:

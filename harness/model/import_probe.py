@@ -29,16 +29,18 @@ def unsafe_imports(spec_files: list[Path], timeout_s: float) -> dict[Path, str]:
     culprits: dict[Path, str] = {}
     pending = list(spec_files)
     while pending:
-        culprit, why = _probe(pending, timeout_s)
-        if culprit is None:
+        stopped = _probe(pending, timeout_s)
+        if stopped is None:
             break
+        culprit, why = stopped
         culprits[culprit] = why
         pending = pending[pending.index(culprit) + 1 :]
     return culprits
 
 
-def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
-    """Import `spec_files` in one child: the spec it stopped on and why, or (None, "")."""
+def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path, str] | None:
+    """Import `spec_files` in one child: the spec it stopped on and why; None when it imported
+    them all."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child = processes.start(
         [sys.executable, "-m", "harness.model.import_probe", *map(str, spec_files)],
@@ -62,7 +64,7 @@ def _probe(spec_files: list[Path], timeout_s: float) -> tuple[Path | None, str]:
             if not chunk:  # the child is gone
                 status = child.wait()
                 if importing is None:
-                    return None, ""
+                    return None
                 how = processes.describe_exit(status)
                 return importing, f"importing it ended the process ({how})"
             buffered += chunk

@@ -49,11 +49,11 @@ class HistoryError(Exception):
     """A history database this harness cannot use; the message names the file."""
 
 
-def open_history(path: Path) -> tuple[History, str]:
+def open_history(path: Path) -> tuple[History, str | None]:
     """The history at `path`; one this harness cannot read (corrupt, or of another schema) is
     moved aside whole and a fresh one started in its place, and the second value says so."""
     try:
-        return History(path), ""
+        return History(path), None
     except HistoryError as error:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         kept = path.with_name(f"{path.name}.unreadable-{stamp}")
