@@ -1,7 +1,7 @@
 """How the dashboard copes with a big matrix: the kept H200 reports as if from 50 runners (about
 23,000 cells), rendered, then loaded in headless Chromium. Prints render and load times.
 
-    python tests/bench_dashboard.py [runners]
+    python scripts/bench_dashboard.py [runners]
 """
 
 from __future__ import annotations

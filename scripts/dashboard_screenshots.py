@@ -6,7 +6,7 @@ top-level sm_90a report (6a8c3e9) with the planted slowdown's cell (regression/s
 of scale_bias n67108864_vec4, judged against the first. Every number is a measured one; the
 composite is labelled as such in the README.
 
-    python tests/dashboard_screenshots.py docs/
+    python scripts/dashboard_screenshots.py docs/
 """
 
 from __future__ import annotations

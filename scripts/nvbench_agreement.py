@@ -1,8 +1,8 @@
 """The harness's timer and NVBench (cuda-bench) on the same workspaces, in one process: prints, as
-one JSON line, each case's median by both. NVBench runs once per process, so tests/test_gpu.py
-starts this as a process of its own.
+one JSON line, each case's median by both. NVBench runs once per process, so
+tests/test_on_gpu.py starts this as a process of its own.
 
-    python tests/nvbench_agreement.py <target> <compile cache> <nvbench json> kernel/case ...
+    python scripts/nvbench_agreement.py <target> <compile cache> <nvbench json> kernel/case ...
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cuda.core import Device  # noqa: E402
 
 from harness.compile.nvcc import Compiler  # noqa: E402
 from harness.compile.toolchain import find_toolchain  # noqa: E402
-from harness.model.discovery import discover  # noqa: E402
+from harness.model.discovery import kernel_folders, load_kernel  # noqa: E402
 from harness.model.matrix import load_matrix  # noqa: E402
 from harness.run.case import GpuRuntime  # noqa: E402
 from harness.run.device import probe  # noqa: E402
@@ -29,12 +29,12 @@ def main(target_name: str, cache: Path, nvbench_json: Path, chosen: list[str]) -
     matrix = load_matrix(ROOT / "matrix.yaml")
     target = matrix.targets[target_name]
     runtime = GpuRuntime(probe(matrix), matrix.timer)
-    kernels = {k.name: k for k in discover(ROOT / "kernels")}
+    folders = {folder.name: folder for folder in kernel_folders(ROOT / "kernels")}
     compiler = Compiler(find_toolchain(), cache)
     workspaces, ours = {}, {}
     for item in chosen:
         name, case_name = item.split("/")
-        kernel = kernels[name]
+        kernel = load_kernel(folders[name])
         (case,) = [c for c in kernel.spec.cases if c.name == case_name]
         built = compiler.compile(kernel, target)
         workspace = runtime.prepare(kernel, case, runtime.module(built.binary, target))

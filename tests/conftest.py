@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.model.matrix import load_matrix
 from harness.compile.toolchain import find_toolchain
-from harness.run.device import DeviceInfo, probe
+from harness.model.matrix import load_matrix
+from harness.run.device import DeviceInfo, DeviceMissing, probe
 from harness.spec import DeviceLimits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,15 +33,11 @@ def toolchain():
 
 
 @pytest.fixture(scope="session")
-def device(matrix):
-    return probe(matrix)
-
-
-@pytest.fixture(scope="session")
-def gpu(device) -> DeviceInfo:
-    if not isinstance(device, DeviceInfo):
-        pytest.skip(f"no-device: {device.reason}")
-    return device
+def gpu(matrix) -> DeviceInfo:
+    try:
+        return probe(matrix)
+    except DeviceMissing as error:
+        pytest.skip(f"no-device: {error}")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Workers that misbehave on purpose, for the isolation tests (no GPU involved).
+"""Workers that misbehave on purpose, for the pool tests (test_pool.py; no GPU involved).
 
 A job is (action, value): "ok" echoes the value with the worker's pid, "crash" kills the
 process with SIGSEGV, "exit" leaves with status 3, "hang" never answers, "raise" throws, and
@@ -51,7 +51,7 @@ def fake_seconds(classname: str, case: str) -> float:
 
 
 def serve_case(state, job):
-    from harness.model.result import Cell, Outcome
+    from harness.model.result import Cell, CellKind, Outcome
 
     state["served"] += 1
     ordinal, _, marker = os.environ.get("FAKE_GPU_CRASH", "").partition(":")
@@ -61,6 +61,9 @@ def serve_case(state, job):
     chapter, kernel = job.spec_file.parent.parent.name, job.spec_file.parent.name
     seconds = fake_seconds(f"{chapter}.{kernel}", job.case_name)
     time.sleep(seconds / 40)
-    cell = Cell(chapter, kernel, job.case_name, job.target.name, job.provenance, Outcome.PASSED)
+    where = job.provenance
+    cell = Cell(
+        CellKind.CASE, chapter, kernel, job.case_name, job.target.name, where, Outcome.PASSED
+    )
     cell.seconds = seconds
     return Reply(cell)

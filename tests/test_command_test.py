@@ -10,21 +10,21 @@ from collections import Counter
 
 import pytest
 
-from harness.model.discovery import discover
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
+from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
-from harness.commands.test import RunOptions, run_target
-from harness.model.result import Outcome, SkipReason
-from harness.run.device import DeviceInfo, NoDevice
+from harness.model.result import CellKind, Outcome, SkipReason, Unavailable
+from harness.run.device import DeviceInfo
 from tests.conftest import CORPUS, ROOT
 
 
-def _options(target, kernels_root, tmp_path, cache, execute=True):
+def _options(target, kernels_root, tmp_path, cache):
     return RunOptions(
         target=target,
         kernels_roots=(kernels_root,),
         reports_dir=tmp_path / "reports",
         cache_dir=cache,
-        execute=execute,
         runner="test",
     )
 
@@ -34,21 +34,23 @@ def test_chapter_kernels_compile_for_every_target(
     matrix, toolchain, compile_cache, tmp_path, target_name
 ):
     target = matrix.targets[target_name]
-    no_gpu = NoDevice("test")
+    no_gpu = Unavailable("test")
     options = _options(target, ROOT / "kernels", tmp_path, compile_cache)
     result = run_target(matrix, options, toolchain, no_gpu)
     assert result.ok
-    kernels = {k.classname: k for k in discover(ROOT / "kernels")}
+    kernels = {k.classname: k for k in map(load_kernel, kernel_folders(ROOT / "kernels"))}
     for cell in result.cells:
         if not target.expresses(kernels[cell.classname].spec.requires):
             assert cell.skip_reason is SkipReason.TARGET_UNSUPPORTED, cell
         elif cell.case == "compile":
+            assert cell.kind is CellKind.COMPILE
             assert cell.outcome is Outcome.PASSED, cell.message
             if cell.classname in CORPUS:  # the book's kernels do not spill
                 assert cell.compile.worst("spill_bytes") == 0, cell.classname
             for opcode in kernels[cell.classname].spec.sass_must_contain:
                 assert cell.compile.sass_counts[opcode] > 0
         else:
+            assert cell.kind is CellKind.CASE
             assert cell.skip_reason is SkipReason.NO_DEVICE, cell
             assert cell.provenance.device is None
     assert {c.classname for c in result.cells} == set(kernels)  # every kernel has its cells
@@ -62,7 +64,7 @@ def test_each_planted_fault_marks_only_its_own_cells(
 ):
     target = matrix.targets["sm_80"]
     options = _options(target, planted, tmp_path, compile_cache)
-    result = run_target(matrix, options, toolchain, NoDevice("test"))
+    result = run_target(matrix, options, toolchain, Unavailable("test"))
     outcome = {(c.classname.split(".")[1], c.name): c for c in result.cells}
     assert outcome["spec_raises", "spec[sm_80]"].outcome is Outcome.ERROR
     assert "spec_raises/spec.py" in outcome["spec_raises", "spec[sm_80]"].message
@@ -89,7 +91,7 @@ def test_a_build_without_the_opcode_its_spec_demands_fails_compile(
     spec.write_text(text.replace(demand, demand + '    sass_must_contain=("HGMMA",),\n'))
     target = matrix.targets["sm_90a"]
     result = run_target(
-        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, Unavailable("test")
     )
     (cell,) = [c for c in result.cells if c.classname == "planted.add_one" and "compile" in c.name]
     assert cell.outcome is Outcome.FAILED and cell.compile.sass_counts == {"HGMMA": 0}
@@ -102,7 +104,7 @@ def test_a_device_that_cannot_run_the_target_skips_it(
     h200 = DeviceInfo(0, "NVIDIA H200", ComputeCapability(9, 0), "580", "13.0", 132, 1, 1, None)
     target = matrix.targets["sm_100a"]
     options = _options(target, planted, tmp_path, compile_cache)
-    result = run_target(matrix, options, toolchain, h200)
+    result = run_target(matrix, options, toolchain, [h200])
     add_one = [c for c in result.cells if c.classname == "planted.add_one"]
     assert [c.outcome for c in add_one] == [Outcome.PASSED, Outcome.SKIPPED, Outcome.SKIPPED]
     assert add_one[1].skip_reason is SkipReason.DEVICE_UNSUPPORTED
@@ -113,20 +115,20 @@ def test_a_device_that_cannot_run_the_target_skips_it(
 def test_reports_are_written_with_every_cell(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
     result = run_target(
-        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, Unavailable("test")
     )
     assert result.files.xml.name == "junit-sm_90a.xml"
     sidecar = json.loads(result.files.json.read_text())
     assert len(sidecar["cells"]) == len(result.cells)
-    assert sidecar["target"] == "sm_90a" and sidecar["no_device_reason"] == "test"
+    assert sidecar["target"] == "sm_90a" and sidecar["no_device_why"] == "test"
     counts = Counter(c["outcome"] for c in sidecar["cells"])
     assert counts == Counter(c.outcome.value for c in result.cells)
 
 
 def test_compile_only_writes_compile_cells(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
-    options = _options(target, planted, tmp_path, compile_cache, execute=False)
-    result = run_target(matrix, options, toolchain, NoDevice("compile only"))
+    options = _options(target, planted, tmp_path, compile_cache)
+    result = run_target(matrix, options, toolchain, Unavailable("compile only"), execute=False)
     assert result.files.xml.name == "compile-sm_90a.xml"
     assert {c.name for c in result.cells} == {"compile[sm_90a]", "spec[sm_90a]"}
 
@@ -164,11 +166,11 @@ def test_cli_exit_codes_for_failures_and_bad_matrix(planted, tmp_path):
 def test_a_selected_run_keeps_the_full_report(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
     full = run_target(
-        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, NoDevice("test")
+        matrix, _options(target, planted, tmp_path, compile_cache), toolchain, Unavailable("test")
     )
     kept = full.files.xml.read_text()
-    options = RunOptions(target, (planted,), tmp_path / "reports", compile_cache, True, "add")
-    partial = run_target(matrix, options, toolchain, NoDevice("test"))
+    options = RunOptions(target, (planted,), tmp_path / "reports", compile_cache, select="add")
+    partial = run_target(matrix, options, toolchain, Unavailable("test"))
     assert partial.files.xml.name == "partial-junit-sm_90a.xml"
     assert {c.classname for c in partial.cells} == {"planted.add_one"}
     assert full.files.xml.read_text() == kept

@@ -19,14 +19,19 @@ from harness.compile.nvcc import (
     parse_ptxas,
     toolkit_fingerprint,
 )
-from harness.model.discovery import discover
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
+from harness.model.discovery import Kernel, kernel_folders, load_kernel
 from tests.conftest import PLANTED, ROOT
+
+
+def _kernel(root: Path, name: str) -> Kernel:
+    (folder,) = [f for f in kernel_folders(root) if f.name == name]
+    return load_kernel(folder)
 
 
 @pytest.fixture
 def add_one(planted):
-    return {k.name: k for k in discover(planted)}["add_one"]
+    return _kernel(planted, "add_one")
 
 
 def test_compiles_every_target_then_serves_the_cache(matrix, toolchain, add_one, tmp_path):
@@ -98,7 +103,7 @@ def test_a_tampered_cache_entry_is_rebuilt(matrix, toolchain, add_one, tmp_path)
 
 
 def test_nvcc_errors_fail_with_the_log(matrix, toolchain, planted, tmp_path):
-    broken = {k.name: k for k in discover(planted)}["compile_error"]
+    broken = _kernel(planted, "compile_error")
     result = Compiler(toolchain, tmp_path / "cache").compile(broken, matrix.targets["sm_90a"])
     assert not result.ok
     assert "undeclared_value" in result.log and "is undefined" in result.log
@@ -204,9 +209,11 @@ def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):
 def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
     script = (
         "import sys; from pathlib import Path; from harness.compile.nvcc import Compiler; "
-        "from harness.model.discovery import discover; from harness.model.matrix import load_matrix; "
+        "from harness.model.discovery import kernel_folders, load_kernel; "
+        "from harness.model.matrix import load_matrix; "
         "from harness.compile.toolchain import find_toolchain; "
-        f"k = {{k.name: k for k in discover(Path({str(PLANTED)!r}))}}['add_one']; "
+        f"(f,) = [f for f in kernel_folders(Path({str(PLANTED)!r})) if f.name == 'add_one']; "
+        "k = load_kernel(f); "
         "m = load_matrix(Path('matrix.yaml')); "
         f"r = Compiler(find_toolchain(), Path({str(tmp_path / 'shared')!r}))"
         ".compile(k, m.targets['sm_90a']); "
@@ -225,10 +232,10 @@ def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
 
 
 def test_a_wgmma_build_shows_hgmma_in_its_sass(matrix, toolchain, tmp_path):
-    (gemm,) = [k for k in discover(ROOT / "kernels") if k.name == "wgmma_ws_gemm"]
+    gemm = _kernel(ROOT / "kernels", "wgmma_ws_gemm")
     built = Compiler(toolchain, tmp_path / "cache").compile(gemm, matrix.targets["sm_90a"])
     assert built.ok, built.log
-    assert built.sass.error == "" and built.sass.counts["HGMMA"] >= 4
+    assert built.sass.error is None and built.sass.counts["HGMMA"] >= 4
     assert built.sass.missing == []
 
 

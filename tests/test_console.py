@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import io
 
-from harness.commands.progress import Progress
-from harness.model.result import Cell, Outcome, Provenance
+from harness.commands.console import Progress
+from harness.model.result import Cell, CellKind, Outcome, Provenance
 
 WHERE = Provenance(runner="test")
 
 
 def _cell(case: str, outcome: Outcome) -> Cell:
-    return Cell("ch", "kern", case, "sm_90a", WHERE, outcome, seconds=0.25)
+    return Cell(CellKind.CASE, "ch", "kern", case, "sm_90a", WHERE, outcome, seconds=0.25)
 
 
 class Terminal(io.StringIO):

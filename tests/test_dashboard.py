@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from harness.model.matrix import load_matrix
+from harness.model.result import Cell, Outcome, Report, SkipReason, Timing
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
 from harness.report.verdict import judge
-from harness.model.result import Cell, Outcome, Report, SkipReason, Timing
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "docs" / "reports" / "h200"
@@ -77,7 +77,7 @@ def test_text_from_reports_is_escaped_in_grid_header_and_data():
                 outcome=Outcome.FAILED,
                 message=NASTY,
                 detail=NASTY,
-                binary=NASTY,
+                loaded_as=NASTY,
             )
         ],
         problems=[f"junit-x.xml: {NASTY}"],

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from harness import images
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
 from harness.model.matrix import load_matrix
-from harness.commands.test import RunOptions, run_target
+from harness.model.result import Outcome, SkipReason, Unavailable
 from harness.report.merge import read_report
-from harness.model.result import Outcome, SkipReason
-from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
 NEW_TARGET = """  sm_120a:
@@ -286,9 +286,8 @@ def test_the_main_command_in_the_image_gives_the_host_s_cells(
         (ROOT / "kernels",),
         tmp_path / "host-reports",
         compile_cache,
-        execute=True,
     )
-    on_host = run_target(matrix, options, toolchain, NoDevice("no GPU on this machine"))
+    on_host = run_target(matrix, options, toolchain, Unavailable("no GPU on this machine"))
     # The container shares the host's compile cache: what the host compiled, it does not.
     owner = (os.getuid(), os.getgid())
     mounts = images.Mounts(ROOT, tmp_path / "reports", compile_cache, owner)
@@ -308,7 +307,7 @@ def test_the_main_command_in_the_image_gives_the_host_s_cells(
     assert in_container.suite == "cuda-matrix.sm_90a.the-host"  # the host's name, passed in
     written = mounts.reports / "junit-sm_90a.xml"
     assert (written.stat().st_uid, written.stat().st_gid) == mounts.owner  # the invoker's
-    back_on_host = run_target(matrix, options, toolchain, NoDevice("no GPU on this machine"))
+    back_on_host = run_target(matrix, options, toolchain, Unavailable("no GPU on this machine"))
     assert back_on_host.compiled == 0  # and back: nothing compiled either way
 
     def cells(found):

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.report import junit
-from harness.report.merge import read_report
 from harness.model.result import (
     SCHEMA_VERSION,
     Cell,
+    CellKind,
     CompileFacts,
     Outcome,
     Provenance,
@@ -26,6 +25,8 @@ from harness.model.result import (
     Throughput,
     Timing,
 )
+from harness.report import junit, store
+from harness.report.merge import read_report
 from tests.conftest import ROOT
 
 SCHEMA = etree.XMLSchema(
@@ -35,12 +36,13 @@ WHERE = Provenance(runner="test", commit="abc123", toolkit="13.0.88")
 
 
 def _cells():
-    def cell(chapter, kernel, case, outcome, **fields):
-        return Cell(chapter, kernel, case, "sm_90a", WHERE, outcome, **fields)
+    def cell(kind, chapter, kernel, case, outcome, **fields):
+        return Cell(kind, chapter, kernel, case, "sm_90a", WHERE, outcome, **fields)
 
     resources = {"k": Resources(registers=40, smem_bytes=0, spill_bytes=0, stack_bytes=0)}
     return [
         cell(
+            CellKind.COMPILE,
             "ch",
             "k",
             "compile",
@@ -50,6 +52,7 @@ def _cells():
             compile=CompileFacts("arch=compute_90a,code=[sm_90a]", False, resources),
         ),
         cell(
+            CellKind.CASE,
             "ch",
             "k",
             "big",
@@ -57,8 +60,10 @@ def _cells():
             skip_reason=SkipReason.NO_DEVICE,
             message="no-device: no CUDA device visible",
         ),
-        cell("ch", "k", "edge", Outcome.FAILED, message="y: 3 of 10 elements differ"),
-        cell("ch", "bad", "spec", Outcome.ERROR, message="spec.py: import failed"),
+        cell(
+            CellKind.CASE, "ch", "k", "edge", Outcome.FAILED, message="y: 3 of 10 elements differ"
+        ),
+        cell(CellKind.SPEC, "ch", "bad", "spec", Outcome.ERROR, message="spec.py: import failed"),
     ]
 
 
@@ -67,8 +72,8 @@ def _report(cells) -> Report:
 
 
 def test_xml_is_valid_and_keeps_every_cell(tmp_path):
-    files = junit.report_files(tmp_path, "junit-sm_90a")
-    junit.write(files, _report(_cells()))
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, _report(_cells()))
     document = etree.parse(str(files.xml))
     SCHEMA.assertValid(document)
     suite = document.getroot()[0]
@@ -113,13 +118,14 @@ def test_a_timed_cell_shows_its_numbers_in_junit_and_keeps_them_as_numbers_in_js
         throttled_samples=4,
     )
     timed = Cell(
+        CellKind.CASE,
         "ch",
         "gemm",
         "m8192",
         "sm_90a",
         WHERE,
         Outcome.PASSED,
-        binary="sass",
+        loaded_as="sass",
         seed=7,
         timing=timing,
         throughput=Throughput(tflops=767.26, roofline_pct=77.55),
@@ -128,20 +134,21 @@ def test_a_timed_cell_shows_its_numbers_in_junit_and_keeps_them_as_numbers_in_js
     assert shown["time_median_us"] == "1433.040" and shown["samples"] == "3"
     assert shown["tflops"] == "767.26" and shown["roofline_pct"] == "77.5"
     assert shown["sm_clock_mhz"] == "1980" and shown["timing_wall_s"] == "0.021"
-    assert shown["throttled_samples"] == "4"
+    assert shown["throttled_samples"] == "4" and shown["binary"] == "sass"
     assert "gbytes_per_s" not in shown and "vendor" not in shown
-    files = junit.report_files(tmp_path, "junit-sm_90a")
-    junit.write(files, _report([timed]))
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, _report([timed]))
     record = json.loads(files.json.read_text())
     assert record["schema_version"] == SCHEMA_VERSION
+    assert record["cells"][0]["kind"] == "case" and record["cells"][0]["loaded_as"] == "sass"
     assert record["cells"][0]["timing"]["median_us"] == 1433.04
     assert record["cells"][0]["throughput"]["tflops"] == 767.26
     assert read_report(files.xml).cells == [timed]  # the JSON reads back as the same cell
 
 
 def test_a_report_of_another_schema_is_refused_with_its_file_named(tmp_path):
-    files = junit.report_files(tmp_path, "junit-sm_90a")
-    junit.write(files, _report(_cells()))
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, _report(_cells()))
     old = json.loads(files.json.read_text())
     old["schema_version"] = 1
     files.json.write_text(json.dumps(old))
@@ -158,8 +165,8 @@ def test_writing_a_report_never_follows_a_planted_link(tmp_path):
     reports.mkdir()
     for name in ("junit-sm_90a.xml.tmp", "junit-sm_90a.json.tmp"):  # the old scratch names
         (reports / name).symlink_to(victim)
-    files = junit.report_files(reports, "junit-sm_90a")
-    junit.write(files, _report(_cells()))
+    files = store.report_files(reports, "junit-sm_90a")
+    store.write(files, _report(_cells()))
     assert victim.read_text() == "precious\n"
     assert read_report(files.xml).cells == _cells()
     assert not list(reports.glob(".junit-*"))  # no scratch file left behind
@@ -168,11 +175,11 @@ def test_writing_a_report_never_follows_a_planted_link(tmp_path):
 def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
     script = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[2])\n"
-        "from tests.test_report import _cells, _report\n"
-        "from harness.report import junit\n"
-        "files = junit.report_files(Path(sys.argv[1]), 'junit-sm_90a')\n"
+        "from tests.test_junit import _cells, _report\n"
+        "from harness.report import store\n"
+        "files = store.report_files(Path(sys.argv[1]), 'junit-sm_90a')\n"
         "for _ in range(20):\n"
-        "    junit.write(files, _report(_cells()))\n"
+        "    store.write(files, _report(_cells()))\n"
     )
     writers = [
         subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(ROOT)], cwd=ROOT)
@@ -183,9 +190,11 @@ def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
 
 
 def test_a_live_report_keeps_up_with_its_cells_and_is_whole_once_closed(tmp_path):
-    files = junit.report_files(tmp_path, "junit-sm_90a")
-    live = junit.LiveReport(files, _report([]))
-    cells = [Cell("ch", "k", f"n{i}", "sm_90a", WHERE, Outcome.PASSED) for i in range(50)]
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    live = store.LiveReport(files, _report([]))
+    cells = [
+        Cell(CellKind.CASE, "ch", "k", f"n{i}", "sm_90a", WHERE, Outcome.PASSED) for i in range(50)
+    ]
     for cell in cells:
         live.add(cell)
     live.close()
@@ -193,10 +202,10 @@ def test_a_live_report_keeps_up_with_its_cells_and_is_whole_once_closed(tmp_path
 
 
 def test_a_live_report_is_on_disk_before_it_is_closed(tmp_path):
-    files = junit.report_files(tmp_path, "junit-sm_90a")
-    live = junit.LiveReport(files, _report([]), interval_s=0.05)
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    live = store.LiveReport(files, _report([]), interval_s=0.05)
     for case in ("n1", "n2"):
-        live.add(Cell("ch", "k", case, "sm_90a", WHERE, Outcome.PASSED))
+        live.add(Cell(CellKind.CASE, "ch", "k", case, "sm_90a", WHERE, Outcome.PASSED))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if files.xml.exists() and case in [c.case for c in read_report(files.xml).cells]:
@@ -209,7 +218,7 @@ def test_a_live_report_is_on_disk_before_it_is_closed(tmp_path):
 
 def test_a_live_report_that_cannot_be_written_says_so_when_closed(tmp_path):
     (tmp_path / "reports").write_text("a file where the folder should be")
-    live = junit.LiveReport(junit.report_files(tmp_path / "reports", "junit-sm_90a"), _report([]))
-    live.add(Cell("ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED))
+    live = store.LiveReport(store.report_files(tmp_path / "reports", "junit-sm_90a"), _report([]))
+    live.add(Cell(CellKind.CASE, "ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED))
     with pytest.raises(OSError):
         live.close()

@@ -236,9 +236,9 @@ FAMILY_TARGET = """  sm_100f:
 def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     tmp_path, toolchain, compile_cache
 ):
-    from harness.commands.test import RunOptions, run_target
-    from harness.model.result import Outcome
-    from harness.run.device import NoDevice
+    from harness.commands.stage import RunOptions
+    from harness.commands.test import run_target
+    from harness.model.result import Outcome, Unavailable
     from tests.conftest import PLANTED
 
     text = (ROOT / "matrix.yaml").read_text().replace("\ntiming:", FAMILY_TARGET + "\ntiming:", 1)
@@ -250,7 +250,8 @@ def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     assert family.runs_on(ComputeCapability(10, 3)) == "sass"  # the family, from its own CC on
     assert family.runs_on(ComputeCapability(9, 0)) is None
     assert not family.expresses(RequireArch("sm_100a"))  # an `a` feature wants its `a` target
-    options = RunOptions(family, (PLANTED,), tmp_path / "r", compile_cache, False, "add_one")
-    (cell,) = run_target(matrix, options, toolchain, NoDevice("compile only")).cells
+    options = RunOptions(family, (PLANTED,), tmp_path / "r", compile_cache, select="add_one")
+    compiled = run_target(matrix, options, toolchain, Unavailable("compile only"), execute=False)
+    (cell,) = compiled.cells
     assert cell.case == "compile" and cell.outcome is Outcome.PASSED, cell.message
     assert cell.compile.embedded == "arch=compute_100f,code=[sm_100f]"

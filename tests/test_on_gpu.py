@@ -9,16 +9,16 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.commands.sanitize import SanitizeOptions, sanitize_target
-from harness.commands.test import RunOptions, run_target
+from harness.commands.sanitize import sanitize_target
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
 from harness.model.result import Outcome
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
-from tests.conftest import FAULTS, PLANTED
+from tests.conftest import FAULTS, PLANTED, ROOT
 
 
 def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
@@ -28,10 +28,9 @@ def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
         kernels_roots=tuple(kernels),
         reports_dir=tmp_path / "reports",
         cache_dir=tmp_path / "cache",
-        execute=True,
         runner="test",
     )
-    result = run_target(matrix, options, toolchain, gpu)
+    result = run_target(matrix, options, toolchain, [gpu])
     return {(c.kernel, c.case): c for c in result.cells}
 
 
@@ -43,7 +42,7 @@ def cells(matrix, toolchain, gpu, tmp_path_factory):
 def test_a_correct_kernel_passes_with_timings(cells, gpu):
     cell = cells["add_one", "n1000"]
     assert cell.outcome is Outcome.PASSED, cell.message
-    assert cell.binary == "sass"
+    assert cell.loaded_as == "sass"
     assert cell.timing.median_us > 0 and cell.timing.samples >= 2
     assert cell.throughput.gbytes_per_s > 0
     assert cell.provenance.device == gpu.name
@@ -83,15 +82,13 @@ def test_sm80_runs_through_ptx_jit_on_a_newer_gpu(matrix, toolchain, gpu, plante
         pytest.skip("an sm_80 binary runs as SASS on CC 8.x")
     cells = _run(matrix, toolchain, gpu, [planted], tmp_path, target="sm_80")
     assert cells["add_one", "n1000"].outcome is Outcome.PASSED
-    assert cells["add_one", "n1000"].binary == "ptx-jit"
+    assert cells["add_one", "n1000"].loaded_as == "ptx-jit"
 
 
 def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     matrix, toolchain, gpu, tmp_path
 ):
-    quick = dataclasses.replace(
-        matrix, timer=dataclasses.replace(matrix.timer, case_timeout_s=15)
-    )
+    quick = dataclasses.replace(matrix, timer=dataclasses.replace(matrix.timer, case_timeout_s=15))
     started = time.monotonic()
     cells = _run(quick, toolchain, gpu, [FAULTS, PLANTED], tmp_path)
     elapsed = time.monotonic() - started
@@ -137,7 +134,7 @@ def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolcha
     kernels = tmp_path / "kernels"
     shutil.copytree(FAULTS / "planted_faults" / "oob_write", kernels / "faults" / "oob_write")
     shutil.copytree(PLANTED / "planted" / "add_one", kernels / "planted" / "add_one")
-    options = SanitizeOptions(
+    options = RunOptions(
         matrix.targets["sm_90a"], (kernels,), tmp_path / "reports", tmp_path / "cache"
     )
     result = sanitize_target(matrix, options, toolchain, gpu, sanitizer)
@@ -149,7 +146,7 @@ def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolcha
         cell = cells["planted.add_one", f"n1[sm_90a]:{tool.value}"]
         assert cell.outcome is Outcome.PASSED, (cell.message, cell.detail)
         assert cell.sanitizer.errors == 0 and cell.sanitizer.case_outcome is Outcome.PASSED
-        assert cell.binary == "sass"
+        assert cell.loaded_as == "sass"
 
 
 def test_a_time_beyond_the_datasheet_peak_fails_the_cell(matrix, toolchain, gpu, planted, tmp_path):
@@ -181,7 +178,7 @@ def test_the_timer_agrees_with_nvbench_within_one_percent(gpu, tmp_path):
     if importlib.util.find_spec("cuda.bench") is None:
         pytest.skip("cuda-bench is not installed (pip install cuda-bench)")
     target = "sm_90a" if (gpu.cc.major, gpu.cc.minor) == (9, 0) else "sm_80"
-    script = Path(__file__).parent / "nvbench_agreement.py"
+    script = ROOT / "scripts" / "nvbench_agreement.py"
     files = [str(tmp_path / "cache"), str(tmp_path / "nv.json")]
     done = subprocess.run(
         [sys.executable, str(script), target, *files, *AGREEMENT_CASES],
@@ -215,7 +212,7 @@ def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
     from cuda.core import Device
 
     from harness.run import digest
-    from harness.run.launch import check
+    from harness.run.checked import check
 
     device = Device(gpu.ordinal)
     device.set_current()

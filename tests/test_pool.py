@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import time
 
-from harness.run.pool import Fault, WorkerPool
+import pytest
+
+from harness.model.result import KernelFailed
+from harness.run.pool import WorkerFault, WorkerPool
 from tests import fake_workers
+
+CRASH = re.compile(r"^worker process .* during this job$")  # what a worker that died says
 
 
 def _pool():
@@ -23,35 +29,40 @@ def test_results_come_back_from_one_reused_worker():
 def test_a_crash_fails_its_job_and_the_next_job_runs_in_a_fresh_worker():
     with _pool() as pool:
         before = pool.run(("ok", 1), timeout_s=30)
-        crashed = pool.run(("crash", 2), timeout_s=30)
+        with pytest.raises(WorkerFault) as crashed:
+            pool.run(("crash", 2), timeout_s=30)
         after = pool.run(("ok", 3), timeout_s=30)
-    assert isinstance(crashed, Fault) and crashed.kind == "crash"
-    assert "killed by SIGSEGV" in crashed.message
+    assert isinstance(crashed.value, KernelFailed) and CRASH.match(str(crashed.value))
+    assert "killed by SIGSEGV" in str(crashed.value)
     assert after[:2] == ("t", 3) and after[2] != before[2]
 
 
 def test_an_exit_is_reported_with_its_status():
     with _pool() as pool:
-        exited = pool.run(("exit", 0), timeout_s=30)
-    assert exited.kind == "crash" and "exited with status 3" in exited.message
+        with pytest.raises(WorkerFault) as exited:
+            pool.run(("exit", 0), timeout_s=30)
+    assert CRASH.match(str(exited.value)) and "exited with status 3" in str(exited.value)
 
 
 def test_a_hang_times_out_and_is_killed():
     with _pool() as pool:
         started = time.monotonic()
-        hung = pool.run(("hang", 0), timeout_s=2)
+        with pytest.raises(WorkerFault) as hung:
+            pool.run(("hang", 0), timeout_s=2)
         waited = time.monotonic() - started
         after = pool.run(("ok", 5), timeout_s=30)
-    assert isinstance(hung, Fault) and hung.kind == "timeout"
-    assert "timeout" in hung.message and waited < 20
+    assert str(hung.value).startswith("timeout:")
+    assert "timeout" in str(hung.value) and waited < 20
     assert after[:2] == ("t", 5)
 
 
 def test_an_exception_in_the_worker_is_a_fault_not_a_crash_of_the_run():
     with _pool() as pool:
-        raised = pool.run(("raise", 7), timeout_s=30)
+        with pytest.raises(WorkerFault) as raised:
+            pool.run(("raise", 7), timeout_s=30)
         after = pool.run(("ok", 8), timeout_s=30)
-    assert raised.kind == "error" and "ValueError: bad job 7" in raised.message
+    assert str(raised.value) == "worker raised ValueError: bad job 7"
+    assert not CRASH.match(str(raised.value))
     assert after[:2] == ("t", 8)
 
 
@@ -69,7 +80,8 @@ def test_the_wait_for_a_fresh_worker_is_measured_and_a_reused_one_costs_nothing(
         first_start = pool.start_s
         pool.run(("ok", 2), timeout_s=30)
         reused = pool.start_s
-        pool.run(("crash", 3), timeout_s=30)
+        with pytest.raises(WorkerFault):
+            pool.run(("crash", 3), timeout_s=30)
         pool.run(("ok", 4), timeout_s=30)
         after_crash = pool.start_s
     assert first_start > 0 and after_crash > 0  # a spawned interpreter takes real time
@@ -78,6 +90,7 @@ def test_the_wait_for_a_fresh_worker_is_measured_and_a_reused_one_costs_nothing(
 
 def test_a_worker_whose_setup_dies_fails_the_job_as_a_crash():
     with WorkerPool(fake_workers.setup_that_exits, fake_workers.serve, "t") as pool:
-        died = pool.run(("ok", 1), timeout_s=30)
-    assert isinstance(died, Fault) and died.kind == "crash"
-    assert "exited with status 4" in died.message
+        with pytest.raises(WorkerFault) as died:
+            pool.run(("ok", 1), timeout_s=30)
+    assert CRASH.match(str(died.value))
+    assert "exited with status 4" in str(died.value)

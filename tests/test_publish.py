@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -12,14 +13,14 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.commands.test import RunOptions, run_target
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
+from harness.model.result import Cell, CellKind, Outcome, Provenance, Unavailable
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
 from harness.report.verdict import Judgement
-from harness.model.result import Cell, Outcome, Provenance
-from harness.run.device import NoDevice
 from tests.conftest import ROOT
 
 KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -48,10 +49,9 @@ def cpu_report(matrix, toolchain, compile_cache, tmp_path_factory):
         (ROOT / "kernels",),
         folder / "reports",
         compile_cache,
-        execute=True,
         runner="ci-cpu",
     )
-    return run_target(matrix, options, toolchain, NoDevice("no GPU on CI")).files.xml
+    return run_target(matrix, options, toolchain, Unavailable("no GPU on CI")).files.xml
 
 
 def test_merging_keeps_every_cell_and_suite_distinct(cpu_report, tmp_path):
@@ -59,7 +59,7 @@ def test_merging_keeps_every_cell_and_suite_distinct(cpu_report, tmp_path):
     merged = load_reports(files, TARGETS)
     expected = sum(len(json.loads(f.with_suffix(".json").read_text())["cells"]) for f in files)
     assert len(merged.cells) == expected and merged.problems == []
-    assert len(set(merged.suites)) == 4  # two sm_90a suites, one per runner
+    assert len({r.suite for r in merged.reports}) == 4  # two sm_90a suites, one per runner
     write_merged_xml(merged, tmp_path / "merged.xml")
     document = etree.parse(str(tmp_path / "merged.xml"))
     SCHEMA.assertValid(document)
@@ -219,16 +219,22 @@ def test_strict_passes_a_kernel_no_runner_could_run_and_the_summary_says_it_neve
 
 
 @pytest.mark.parametrize(
-    ("case", "tool", "name", "row"),
+    ("kind", "case", "tool", "name", "row"),
     [
-        ("m4096_n4096_k4096", None, "m4096_n4096_k4096[sm_90a]", "m4096_n4096_k4096"),
-        ("compile", None, "compile[sm_90a]", "compile"),
-        ("n1", "memcheck", "n1[sm_90a]:memcheck", "n1:memcheck"),  # a sanitize cell: its tool
+        (
+            CellKind.CASE,
+            "m4096_n4096_k4096",
+            None,
+            "m4096_n4096_k4096[sm_90a]",
+            "m4096_n4096_k4096",
+        ),
+        (CellKind.COMPILE, "compile", None, "compile[sm_90a]", "compile"),
+        (CellKind.SANITIZER, "n1", "memcheck", "n1[sm_90a]:memcheck", "n1:memcheck"),  # its tool
     ],
 )
-def test_a_cell_reads_as_the_same_row_in_every_column(case, tool, name, row):
+def test_a_cell_reads_as_the_same_row_in_every_column(kind, case, tool, name, row):
     where = Provenance(runner="h200", device="NVIDIA H200")
-    cell = Cell("ch", "k", case, "sm_90a", where, Outcome.PASSED, tool=tool)
+    cell = Cell(kind, "ch", "k", case, "sm_90a", where, Outcome.PASSED, tool=tool)
     assert (cell.name, cell.row, cell.column) == (name, row, "sm_90a@h200")
 
 
@@ -289,7 +295,11 @@ def test_a_history_that_cannot_be_moved_aside_judges_nothing_and_the_rest_is_pub
     db = tmp_path / "history.sqlite"
     db.write_bytes(b"garbage" * 100)
 
+    rename = os.replace  # `harness.report.history.os` is the os module: every rename comes here
+
     def read_only_folder(source, destination):
+        if Path(source) != db:  # the published files are still written (renamed into place)
+            return rename(source, destination)
         raise PermissionError(13, "Permission denied", str(source))
 
     monkeypatch.setattr("harness.report.history.os.replace", read_only_folder)

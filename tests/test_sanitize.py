@@ -15,27 +15,32 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.model.matrix import ComputeCapability
+from harness.commands.sanitize import sanitize_target, smallest_case
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
-from harness.commands.sanitize import (
-    Finished,
-    SanitizeOptions,
-    judge,
-    read_case_cell,
-    sanitize_target,
-    smallest_case,
+from harness.model.matrix import ComputeCapability
+from harness.model.result import (
+    Cell,
+    CellKind,
+    Outcome,
+    Provenance,
+    SanitizerFindings,
+    SkipReason,
+    Unavailable,
 )
-from harness.commands.test import RunOptions, run_target
+from harness.processes import Finished
 from harness.report.publish import PublishOptions, publish
-from harness.model.result import Cell, Outcome, Provenance, SanitizerFindings, SkipReason
 from harness.run import sanitizer as compute_sanitizer
-from harness.run.device import DeviceInfo, NoDevice
+from harness.run.device import DeviceInfo
 from harness.run.sanitizer import (
     SanitizerMissing,
     Summary,
     Tool,
+    diagnose,
     find_compute_sanitizer,
     first_finding,
+    read_case_cell,
     summary,
 )
 from harness.spec import Case, KernelSpec, Work
@@ -148,6 +153,7 @@ CASE_WHERE = Provenance(runner="case-process")
 def _report(outcome="passed", message="", skip_reason=None) -> str:
     """The line a case process prints: its cell in the result model's JSON form."""
     cell = Cell(
+        CellKind.CASE,
         "planted",
         "k",
         "n1",
@@ -156,7 +162,7 @@ def _report(outcome="passed", message="", skip_reason=None) -> str:
         Outcome(outcome),
         SkipReason(skip_reason) if skip_reason else None,
         message,
-        binary="sass",
+        loaded_as="sass",
         seed=7,
     )
     return json.dumps(cell.to_json()) + "\n"
@@ -243,14 +249,14 @@ def test_the_verdict_is_the_tools_and_the_case_outcome_a_property(
     tool, log, finished, outcome, message
 ):
     case = read_case_cell(finished.stdout, "sm_90a", CASE_WHERE)
-    verdict = judge(tool, log, finished, 9, case)
-    assert verdict.outcome is outcome
-    assert verdict.message.startswith(message), verdict.message
-    assert (message == "") is (verdict.message == "")
-    assert verdict.findings.case_outcome is (case.outcome if case else None)
-    assert verdict.findings.exit_status == finished.status
+    diagnosis = diagnose(tool, log, finished, 9, case)
+    assert diagnosis.outcome is outcome
+    assert diagnosis.message.startswith(message), diagnosis.message
+    assert (message == "") is (diagnosis.message == "")
+    assert diagnosis.findings.case_outcome is (case.outcome if case else None)
+    assert diagnosis.findings.exit_status == finished.status
     if outcome is Outcome.SKIPPED:
-        assert verdict.skip_reason is SkipReason.DEVICE_UNSUPPORTED
+        assert diagnosis.skip_reason is SkipReason.DEVICE_UNSUPPORTED
 
 
 def _spec(cases, work) -> KernelSpec:
@@ -311,8 +317,8 @@ argv = sys.argv[1:]
 tool, log = argv[argv.index("--tool") + 1], argv[argv.index("--log-file") + 1]
 with open({calls!r}, "a") as calls:
     calls.write(json.dumps(argv) + "\\n")
-case = {{"chapter": "planted", "kernel": "add_one", "case": "n1", "message": "",
-        "skip_reason": None, "binary": "sass", "seed": 1}}
+case = {{"kind": "case", "chapter": "planted", "kernel": "add_one", "case": "n1",
+        "message": "", "skip_reason": None, "loaded_as": "sass", "seed": 1}}
 if tool == "memcheck":
     open(log, "w").write({oob!r})
     print(json.dumps({{**case, "outcome": "failed", "message": "CUDA error: launch failed"}}))
@@ -368,7 +374,7 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
     sanitizer = find_compute_sanitizer(toolchain, {"COMPUTE_SANITIZER": str(fake)})
     quick = dataclasses.replace(matrix, sanitize=dataclasses.replace(matrix.sanitize, timeout_s=3))
     target = matrix.targets["sm_90a"]
-    options = SanitizeOptions(target, (add_one_only,), tmp_path / "r", compile_cache, "", "test")
+    options = RunOptions(target, (add_one_only,), tmp_path / "r", compile_cache, "", "test")
     started = time.monotonic()
     result = sanitize_target(quick, options, toolchain, H200, sanitizer)
     assert time.monotonic() - started < 30  # the runs overlap; the sleeper cost one timeout
@@ -390,7 +396,8 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
         case_outcome=Outcome.FAILED,
         case_message="CUDA error: launch failed",
     )
-    assert memcheck.binary == "sass" and memcheck.seed == 1 and memcheck.tool == "memcheck"
+    assert memcheck.loaded_as == "sass" and memcheck.seed == 1 and memcheck.tool == "memcheck"
+    assert memcheck.kind is CellKind.SANITIZER
     assert memcheck.provenance.device == "NVIDIA H200"
     assert "by thread (1,0,0) in block (0,0,0)" in memcheck.detail
     racecheck = cells["n1[sm_90a]:racecheck"]
@@ -416,7 +423,7 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
     for run in runs:
         case_process = run[run.index(sys.executable) :]
         spec = str(add_one_only.resolve() / "planted" / "add_one" / "spec.py")
-        assert case_process[1:6] == ["-m", "harness.commands.sanitize", spec, "n1", "sm_90a"]
+        assert case_process[1:6] == ["-m", "harness.run.sanitized_case", spec, "n1", "sm_90a"]
         assert Path(case_process[6]).is_file()  # the build
 
     document = etree.parse(str(result.files.xml))
@@ -438,22 +445,22 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
 def test_without_compute_sanitizer_every_run_cell_is_an_error(
     matrix, toolchain, add_one_only, compile_cache, tmp_path
 ):
-    missing = SanitizerMissing("no compute-sanitizer found (tried: here; there; PATH)")
-    options = SanitizeOptions(matrix.targets["sm_90a"], (add_one_only,), tmp_path, compile_cache)
+    missing = Unavailable("no compute-sanitizer found (tried: here; there; PATH)")
+    options = RunOptions(matrix.targets["sm_90a"], (add_one_only,), tmp_path, compile_cache)
     result = sanitize_target(matrix, options, toolchain, H200, missing)
     runs = [c for c in result.cells if ":" in c.name]
     assert len(runs) == len(matrix.sanitize.tools)
     for cell in runs:
-        assert cell.outcome is Outcome.ERROR and cell.message == str(missing)
+        assert cell.outcome is Outcome.ERROR and cell.message == missing.why
 
 
 def test_without_a_device_the_planted_kernels_are_compiled_and_their_runs_skipped(
     matrix, toolchain, compile_cache, tmp_path
 ):
     target = matrix.targets["sm_90a"]
-    options = SanitizeOptions(target, (PLANTED,), tmp_path / "r", compile_cache, "", "test")
-    missing = SanitizerMissing("none here")
-    result = sanitize_target(matrix, options, toolchain, NoDevice("test"), missing)
+    options = RunOptions(target, (PLANTED,), tmp_path / "r", compile_cache, "", "test")
+    missing = Unavailable("none here")
+    result = sanitize_target(matrix, options, toolchain, Unavailable("test"), missing)
     cells = {(c.classname.split(".")[1], c.name): c for c in result.cells}
     tools = [tool.value for tool in matrix.sanitize.tools]
     assert cells["spec_raises", "spec[sm_90a]"].outcome is Outcome.ERROR
@@ -478,8 +485,8 @@ def test_a_kernel_the_target_cannot_express_skips_its_tool_cells(
     matrix, toolchain, planted, compile_cache, tmp_path
 ):
     target = matrix.targets["sm_80"]
-    options = SanitizeOptions(target, (planted,), tmp_path, compile_cache, "needs_sm90")
-    result = sanitize_target(matrix, options, toolchain, H200, SanitizerMissing("none"))
+    options = RunOptions(target, (planted,), tmp_path, compile_cache, "needs_sm90")
+    result = sanitize_target(matrix, options, toolchain, H200, Unavailable("none"))
     assert [c.name for c in result.cells] == ["compile[sm_80]"] + [
         f"blocks8[sm_80]:{tool.value}" for tool in matrix.sanitize.tools
     ]
@@ -492,11 +499,10 @@ def test_a_sanitize_report_merges_beside_the_test_report(
 ):
     target = matrix.targets["sm_90a"]
     reports, cache = tmp_path / "reports", compile_cache
-    options = RunOptions(target, (planted,), reports, cache, True, runner="test")
-    tested = run_target(matrix, options, toolchain, NoDevice("test"))
-    sanitize_options = SanitizeOptions(target, (planted,), reports, cache, runner="test")
+    options = RunOptions(target, (planted,), reports, cache, runner="test")
+    tested = run_target(matrix, options, toolchain, Unavailable("test"))
     sanitized = sanitize_target(
-        matrix, sanitize_options, toolchain, NoDevice("test"), SanitizerMissing("none")
+        matrix, options, toolchain, Unavailable("test"), Unavailable("none")
     )
     published = publish(
         PublishOptions(
@@ -509,7 +515,8 @@ def test_a_sanitize_report_merges_beside_the_test_report(
     )
     assert published.failures == []
     merged = published.report_set
-    assert merged.suites == ["cuda-matrix.sm_90a.test", "cuda-matrix-sanitize.sm_90a.test"]
+    suites = [report.suite for report in merged.reports]
+    assert suites == ["cuda-matrix.sm_90a.test", "cuda-matrix-sanitize.sm_90a.test"]
     assert len(merged.cells) == len(tested.cells) + len(sanitized.cells)
     assert "`planted.compile_error` `n32[sm_90a]:memcheck`" in published.files[1].read_text()
 
@@ -519,7 +526,7 @@ def test_the_case_process_says_why_it_cannot_run_without_a_device(tmp_path):
     matrix = str(ROOT / "matrix.yaml")
     args = [str(spec), "n1", "sm_90a", str(tmp_path / "none.fatbin"), "--matrix", matrix]
     done = subprocess.run(
-        [sys.executable, "-m", "harness.commands.sanitize", *args],
+        [sys.executable, "-m", "harness.run.sanitized_case", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

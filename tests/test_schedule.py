@@ -7,10 +7,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from harness.model.discovery import Kernel, discover
+from harness.commands.stage import RunOptions
+from harness.commands.test import Workers, run_target
+from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
-from harness.commands.test import RunOptions, Workers, run_target
-from harness.model.result import Outcome, SkipReason
+from harness.model.result import CellKind, Outcome, SkipReason
 from harness.run.device import DeviceInfo
 from harness.run.schedule import estimate_seconds, expected_seconds, shard
 from harness.spec import Work
@@ -30,17 +31,17 @@ def _gpus(count: int) -> list[DeviceInfo]:
 
 
 def _cases() -> set[tuple[str, str]]:
-    kernels = [k for k in discover(ROOT / "kernels") if isinstance(k, Kernel)]
+    kernels = [load_kernel(folder) for folder in kernel_folders(ROOT / "kernels")]
     runs_on_sm90 = [k for k in kernels if str(k.spec.requires or "none") != "sm_100a"]
     return {(k.classname, c.name) for k in runs_on_sm90 for c in k.spec.cases}
 
 
 def _run(matrix, toolchain, compile_cache, tmp_path, gpus):
     options = RunOptions(
-        matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path / "reports", compile_cache, True
+        matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path / "reports", compile_cache
     )
     result = run_target(matrix, options, toolchain, _gpus(gpus), FAKES)
-    return [c for c in result.cells if c.case != "compile"], result
+    return [c for c in result.cells if c.kind is not CellKind.COMPILE], result
 
 
 def _ran(cells):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.model.discovery import BrokenKernel, discover
+from harness.model.discovery import kernel_folders, load_kernel
+from harness.model.result import SpecError
 from harness.spec import Case, ceil_div, grid_1d, grid_2d, int32_extent, int32_param
 
 SPEC = """\
@@ -51,7 +52,7 @@ def _chapter(root, words: int):
 def test_a_spec_finds_its_cu_by_its_folder_and_imports_its_chapter_module(tmp_path):
     _chapter(tmp_path / "one", words=2)
     _chapter(tmp_path / "two", words=3)  # the same chapter and kernel names, another tree
-    one, two = discover(tmp_path / "one") + discover(tmp_path / "two")
+    one, two = [load_kernel(f) for t in ("one", "two") for f in kernel_folders(tmp_path / t)]
     assert one.spec.source == "scale.cu" and one.source.is_file()
     case = one.spec.cases[1]
     assert (one.spec.work(case).bytes, two.spec.work(case).bytes) == (18, 27)
@@ -60,6 +61,6 @@ def test_a_spec_finds_its_cu_by_its_folder_and_imports_its_chapter_module(tmp_pa
 def test_a_missing_chapter_module_is_the_kernels_error(tmp_path):
     chapter = _chapter(tmp_path, words=1)
     (chapter / "problem.py").unlink()
-    (broken,) = discover(tmp_path)
-    assert isinstance(broken, BrokenKernel)
-    assert "import failed at line 3: ModuleNotFoundError" in broken.reason
+    (folder,) = kernel_folders(tmp_path)
+    with pytest.raises(SpecError, match="import failed at line 3: ModuleNotFoundError"):
+        load_kernel(folder)

@@ -9,9 +9,9 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
+from harness.model.result import Cell, CellKind, Outcome, Report, SkipReason
 from harness.report.merge import ReportSet, load_reports
 from harness.report.summary import natural_key, render_summary
-from harness.model.result import Cell, Outcome, Report, SkipReason
 from tests.conftest import ROOT
 
 H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -42,7 +42,9 @@ def test_the_kept_reports_fit_in_sixty_lines_with_targets_in_matrix_order():
 
 
 def _cell(case: str, outcome=Outcome.PASSED, kernel: str = "k", **fields) -> Cell:
+    """A cell of the kept reports as kernel `kernel`'s `case`: its compile cell, or a case's."""
     base = load_reports(H200, TARGETS).cells[0]
+    fields.setdefault("kind", CellKind.COMPILE if case == "compile" else CellKind.CASE)
     return dataclasses.replace(
         base, chapter="ch", kernel=kernel, case=case, target="sm_90a", outcome=outcome,
         tool=None, timing=None, **fields,

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from harness.model.matrix import ComputeCapability, DevicePeaks
-from harness.model.result import Throughput
+from harness.model.result import KernelFailed, Throughput
 from harness.run.device import DeviceInfo
 from harness.run.throughput import beyond_peak, throughput
 from harness.spec import Math, Work
@@ -57,15 +57,16 @@ def test_an_unlisted_device_gets_no_roofline():
 
 def test_a_rate_above_a_datasheet_peak_is_impossible_and_says_why():
     copy = Work(bytes=10**9)
-    assert beyond_peak(copy, throughput(copy, 250.0, H200), H200) == ""  # 4000 GB/s
-    message = beyond_peak(copy, throughput(copy, 100.0, H200), H200)  # 10 TB/s
+    assert beyond_peak(copy, throughput(copy, 250.0, H200), H200) is None  # 4000 GB/s
+    with pytest.raises(KernelFailed) as impossible:
+        beyond_peak(copy, throughput(copy, 100.0, H200), H200)  # 10 TB/s
+    message = str(impossible.value)
     assert message.startswith("impossible timing on NVIDIA H200: 10000 GB/s is above the 4800")
     assert "work() overcounts" in message and "did less work than the verified one" in message
     gemm = Work(flops=2 * 8192**3, math=Math.BF16_TENSOR)
-    assert beyond_peak(gemm, throughput(gemm, 1433.0, H200), H200) == ""  # 767 TFLOPS
+    assert beyond_peak(gemm, throughput(gemm, 1433.0, H200), H200) is None  # 767 TFLOPS
     fp32 = Work(flops=2 * 8192**3)  # the same flops on CUDA cores: 767 > 66.9 TFLOPS
-    assert "TFLOPS is above the 66.9 TFLOPS fp32 peak" in beyond_peak(
-        fp32, throughput(fp32, 1433.0, H200), H200
-    )
+    with pytest.raises(KernelFailed, match=r"TFLOPS is above the 66\.9 TFLOPS fp32 peak"):
+        beyond_peak(fp32, throughput(fp32, 1433.0, H200), H200)
     unknown = dataclasses.replace(H200, peaks=None)
-    assert beyond_peak(copy, throughput(copy, 1.0, unknown), unknown) == ""
+    assert beyond_peak(copy, throughput(copy, 1.0, unknown), unknown) is None

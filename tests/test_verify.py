@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
+from harness.model.result import SpecError
 from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,
-    SpecError,
     check_reference_fits,
     compare,
     tolerance_for,
@@ -71,13 +71,14 @@ def test_a_written_input_is_reported():
 def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
     outputs = {"y": np.empty((3, 4), np.float32)}
     with pytest.raises(
-        SpecError, match=r"reference 'y' is float32\[12\], but the output is float32\[3, 4\]"
+        SpecError,
+        match=r"^ch\.k: reference 'y' is float32\[12\], but the output is float32\[3, 4\]",
     ):
-        check_reference_fits(outputs, {"y": np.zeros(12, np.float32)})
-    with pytest.raises(SpecError, match="float64"):
-        check_reference_fits(outputs, {"y": np.zeros((3, 4))})
-    with pytest.raises(SpecError, match=r"reference returned \['z'\]"):
-        check_reference_fits(outputs, {"z": np.zeros((3, 4), np.float32)})
+        check_reference_fits("ch.k", outputs, {"y": np.zeros(12, np.float32)})
+    with pytest.raises(SpecError, match=r"^ch\.k: .*float64"):
+        check_reference_fits("ch.k", outputs, {"y": np.zeros((3, 4))})
+    with pytest.raises(SpecError, match=r"^ch\.k: reference returned \['z'\]"):
+        check_reference_fits("ch.k", outputs, {"z": np.zeros((3, 4), np.float32)})
 
 
 def test_bf16_outputs_compare_at_bf16_precision_and_name_the_bad_element():
