@@ -106,3 +106,25 @@ def test_a_target_no_runner_could_run_says_it_was_compiled_and_inspected_only():
     (line,) = [line for line in summary.splitlines() if "compiled and inspected only" in line]
     assert line.startswith("- ⏭️ `sm_100a@vm`: compiled and inspected only (")
     assert "run cells never ran: no runner of these reports has a GPU for that target" in line
+
+
+def test_the_summary_and_the_dashboard_list_a_kernel_s_rows_by_kind_in_one_order():
+    """The spec's cell, then compile, then the cases in natural order, then the sanitizer's."""
+    from harness.report.dashboard import _chapters, _columns
+
+    cells = [
+        _cell("n10:memcheck", kind=CellKind.SANITIZER),
+        _cell("n10"),
+        _cell("n9"),
+        _cell("compile"),
+        _cell("spec", kind=CellKind.SPEC, outcome=Outcome.ERROR),
+    ]
+    cells[0] = dataclasses.replace(cells[0], case="n10", tool="memcheck")
+    report_set = _set(cells)
+    expected = ["spec", "compile", "n9", "n10", "n10:memcheck"]
+    (chapter,) = _chapters(report_set, _columns(report_set), {})
+    (kernel,) = chapter["kernels"]
+    assert [row["case"] for row in kernel["rows"]] == expected
+    folded = render_summary(report_set)
+    rows = re.findall(r"<tr><td>k</td><td>(.*?)</td>", folded)
+    assert rows == expected
