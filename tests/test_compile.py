@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.compile.identity import IdentityError, code_identity, code_sections
 from harness.compile.nvcc import (
     Compiler,
     cache_key,
@@ -38,7 +41,9 @@ def test_compiles_every_target_then_serves_the_cache(matrix, toolchain, add_one,
     compiler = Compiler(toolchain, tmp_path / "cache")
     pairs = [(add_one, target) for target in matrix.targets.values()]
     first = compiler.compile_all(pairs)
-    assert all(result.ok and not result.cached for result in first), [r.log for r in first]
+    assert all(result.binary is not None and not result.cached for result in first), [
+        r.log for r in first
+    ]
     assert all(result.binary.stat().st_size > 0 for result in first)
     assert first[0].resources["add_one"].registers > 0
     second = compiler.compile_all(pairs)
@@ -98,14 +103,14 @@ def test_a_tampered_cache_entry_is_rebuilt(matrix, toolchain, add_one, tmp_path)
     first = compiler.compile(add_one, matrix.targets["sm_90a"])
     first.binary.write_bytes(first.binary.read_bytes()[:100])  # truncated
     again = compiler.compile(add_one, matrix.targets["sm_90a"])
-    assert again.ok and not again.cached
+    assert again.binary is not None and not again.cached
     assert again.binary.stat().st_size > 100
 
 
 def test_nvcc_errors_fail_with_the_log(matrix, toolchain, planted, tmp_path):
     broken = _kernel(planted, "compile_error")
     result = Compiler(toolchain, tmp_path / "cache").compile(broken, matrix.targets["sm_90a"])
-    assert not result.ok
+    assert result.binary is None
     assert "undeclared_value" in result.log and "is undefined" in result.log
     assert not list((tmp_path / "cache").rglob("*.fatbin"))
 
@@ -161,7 +166,7 @@ def test_a_hanging_nvcc_times_out_in_its_own_cell_and_takes_its_children(matrix,
     started = time.monotonic()
     result = compiler.compile(add_one, matrix.targets["sm_90a"])
     assert time.monotonic() - started < 30
-    assert not result.ok and "timeout: nvcc ran past 1 s" in result.log
+    assert result.binary is None and "timeout: nvcc ran past 1 s" in result.log
     pid = int(child.read_text())
     deadline = time.monotonic() + 5
     while Path(f"/proc/{pid}").exists() and "State:\tZ" not in _status(pid):
@@ -177,7 +182,7 @@ def test_an_nvcc_that_starts_after_an_interrupt_is_killed_at_once(matrix, add_on
     started = time.monotonic()
     result = compiler.compile(add_one, matrix.targets["sm_90a"])
     assert time.monotonic() - started < 30
-    assert not result.ok
+    assert result.binary is None
 
 
 def _status(pid: int) -> str:
@@ -202,7 +207,7 @@ def test_the_cause_of_a_failed_build_is_its_fatal_line():
 def test_a_crashing_nvcc_fails_with_its_status(matrix, add_one, tmp_path):
     crashing = _fake_nvcc(tmp_path, "echo 'internal compiler error' >&2; exit 134\n")
     result = Compiler(crashing, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
-    assert not result.ok
+    assert result.binary is None
     assert "internal compiler error" in result.log and "status 134" in result.log
 
 
@@ -217,7 +222,7 @@ def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
         "m = load_matrix(Path('matrix.yaml')); "
         f"r = Compiler(find_toolchain(), Path({str(tmp_path / 'shared')!r}))"
         ".compile(k, m.targets['sm_90a']); "
-        "print(r.ok, r.binary.stat().st_size)"
+        "print(r.binary is not None, r.binary.stat().st_size)"
     )
     runs = [
         subprocess.Popen(
@@ -234,7 +239,7 @@ def test_two_runs_sharing_one_cache_at_once_both_get_a_valid_binary(tmp_path):
 def test_a_wgmma_build_shows_hgmma_in_its_sass(matrix, toolchain, tmp_path):
     gemm = _kernel(ROOT / "kernels", "wgmma_ws_gemm")
     built = Compiler(toolchain, tmp_path / "cache").compile(gemm, matrix.targets["sm_90a"])
-    assert built.ok, built.log
+    assert built.binary is not None, built.log
     assert built.sass.error is None and built.sass.counts["HGMMA"] >= 4
     assert built.sass.missing == []
 
@@ -261,3 +266,52 @@ def test_scratch_files_a_killed_run_left_are_swept(toolchain, tmp_path):
     os.utime(stale, (old, old))
     Compiler(toolchain, tmp_path / "cache", timeout_s=600)
     assert not stale.exists() and live.exists()
+
+
+def test_the_code_identity_is_the_same_in_any_folder_and_changes_with_the_code(
+    matrix, toolchain, tmp_path
+):
+    """-lineinfo writes the source's path into the binary: the bytes differ between two clones,
+    the code identity does not; a moved line does not change it, a changed instruction does."""
+    source = PLANTED / "planted" / "add_one"
+    builds = {}
+    for clone in ("one", "two/deeper"):
+        tree = tmp_path / clone / "kernels"
+        (tree / "planted").mkdir(parents=True)
+        shutil.copytree(source, tree / "planted" / "add_one")
+        kernel = _kernel(tree, "add_one")
+        compiler = Compiler(toolchain, tmp_path / clone / "cache")
+        builds[clone] = {t: compiler.compile(kernel, matrix.targets[t]) for t in matrix.targets}
+    for target in matrix.targets:
+        one, two = builds["one"][target], builds["two/deeper"][target]
+        assert one.sha256 != two.sha256, target  # the paths in the line table
+        assert one.code_identity is not None and one.code_identity == two.code_identity, target
+    cu = tmp_path / "two/deeper/kernels/planted/add_one/add_one.cu"
+    cu.write_text("// a line more above the kernel moves every line of it\n" + cu.read_text())
+    moved = Compiler(toolchain, tmp_path / "moved").compile(
+        _kernel(tmp_path / "two/deeper/kernels", "add_one"), matrix.targets["sm_90a"]
+    )
+    assert moved.code_identity == builds["one"]["sm_90a"].code_identity
+    cu.write_text(cu.read_text().replace("x[i] + 1.0f", "x[i] + 2.0f"))
+    changed = Compiler(toolchain, tmp_path / "changed").compile(
+        _kernel(tmp_path / "two/deeper/kernels", "add_one"), matrix.targets["sm_90a"]
+    )
+    assert changed.code_identity != builds["one"]["sm_90a"].code_identity
+
+
+def test_a_cache_entry_from_before_code_identities_gets_one(toolchain, add_one, matrix, tmp_path):
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    first = compiler.compile(add_one, matrix.targets["sm_90a"])
+    record = first.binary.with_suffix(".json")
+    entry = json.loads(record.read_text())
+    del entry["code_identity"]
+    record.write_text(json.dumps(entry))
+    again = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert again.cached and again.code_identity == first.code_identity
+
+
+def test_a_binary_that_cannot_be_taken_apart_has_no_identity_and_says_why(toolchain, tmp_path):
+    with pytest.raises(IdentityError, match="failed"):
+        code_identity(toolchain.cuobjdump, tmp_path / "missing.fatbin")
+    with pytest.raises(IdentityError, match="not a 64-bit"):
+        code_sections(b"not an elf")

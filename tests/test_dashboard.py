@@ -274,11 +274,11 @@ def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
     baseline = dataclasses.replace(
         timed, timing=dataclasses.replace(timed.timing, median_us=10.0, samples_us=(10.0,) * 10)
     )
-    verdict = judge(timed, baseline, same_binary=True)
+    verdict = judge(timed, baseline, same=True)
     page = render_dashboard(_set([timed]), {}, [verdict])
     blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
     (record,) = json.loads(blob.group(1))
-    assert record["verdict"]["judgement"] == "SLOWER" and record["verdict"]["same_binary"]
+    assert record["verdict"]["judgement"] == "SLOWER" and record["verdict"]["same_code"]
     assert record["verdict"]["ratio"] == pytest.approx(1.25)
 
 

@@ -44,13 +44,13 @@ def test_the_judgement_needs_the_whole_interval_past_the_threshold(shift, spread
     rng = np.random.default_rng(7)
     base = 100.0 * (1 + spread * rng.standard_normal(40))
     now = 100.0 * shift * (1 + spread * rng.standard_normal(40))
-    verdict = judge(_timed(now), _timed(base), same_binary=False)
+    verdict = judge(_timed(now), _timed(base), same=False)
     assert verdict.judgement is judgement, verdict
     assert verdict.low <= verdict.ratio <= verdict.high
 
 
-def test_a_slower_cell_of_the_same_binary_is_the_environment():
+def test_a_slower_cell_of_the_same_code_is_the_environment():
     base = _timed([100.0, 100.1, 99.9, 100.0, 100.05, 99.95, 100.0, 100.1, 99.9, 100.0])
     now = _timed([v * 1.10 for v in base.timing.samples_us])
-    verdict = judge(now, base, same_binary=True)
+    verdict = judge(now, base, same=True)
     assert verdict.judgement is Judgement.SLOWER

@@ -55,6 +55,7 @@ def _download(work: Path, slower: float = 1.0) -> int:
                 slowed += 1
             if slower != 1.0 and cell["kernel"] == "sgemm_cp_async" and cell["case"] == "compile":
                 cell["compile"]["binary_sha256"] = "0" * 64
+                cell["compile"]["code_identity"] = "0" * 64
         (reports / xml.with_suffix(".json").name).write_text(json.dumps(record))
     return slowed
 

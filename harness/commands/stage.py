@@ -298,6 +298,7 @@ def _compile_cell(kernel: Kernel, target: Target, build: Build, where: Provenanc
         resources=dict(build.resources),
         sass_counts=dict(build.sass.counts) if build.sass else {},
         binary_sha256=build.sha256,
+        code_identity=build.code_identity,
     )
     cell.detail = " ".join(build.command) + "\n" + build.log
     cell.seconds = build.seconds

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import processes
+from harness.compile.identity import IdentityError, code_identity
 from harness.compile.toolchain import Toolchain
 from harness.model.discovery import Kernel
 from harness.model.matrix import Target
@@ -67,11 +68,8 @@ class Compiled:
     cached: bool
     resources: dict[str, Resources]
     sass: SassCheck | None = None  # None: the spec demands no opcodes, or nvcc failed
-    sha256: str | None = None  # of the binary: the same code, byte for byte, has the same
-
-    @property
-    def ok(self) -> bool:
-        return self.binary is not None
+    sha256: str | None = None  # of the binary's bytes, which depend on where it was built
+    code_identity: str | None = None  # of what the GPU executes (identity.py); None: unread
 
 
 def sources_of(source: Path, tree: Path | None = None) -> list[Path]:
@@ -265,14 +263,19 @@ class Compiler:
         record = binary.with_suffix(".json")
         cached = _read_entry(binary, record)
         if cached is not None:
+            log = cached["log"]
+            identity = cached.get("code_identity")
+            if identity is None:  # an entry from before code identities
+                identity, log = self._identity(binary, log)
             return Compiled(
                 binary=binary,
                 command=tuple(cached["command"]),
-                log=cached["log"],
+                log=log,
                 seconds=0.0,
                 cached=True,
                 resources=cached["resources"],
                 sha256=cached["sha256"],
+                code_identity=identity,
             )
         folder.mkdir(parents=True, exist_ok=True)
         handle, scratch_name = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
@@ -297,12 +300,14 @@ class Compiler:
             return Compiled(None, command, log, seconds, False, resources)
         shown = self.command(kernel, target, binary)
         sha256 = hashlib.sha256(scratch.read_bytes()).hexdigest()
+        identity, log = self._identity(scratch, log)
         record_scratch = scratch.with_suffix(".json.tmp")
         record_scratch.write_text(
             json.dumps(
                 {
                     "command": shown,
                     "sha256": sha256,
+                    "code_identity": identity,
                     "log": log,
                     "resources": {name: asdict(r) for name, r in resources.items()},
                 }
@@ -310,7 +315,16 @@ class Compiler:
         )
         os.replace(scratch, binary)
         os.replace(record_scratch, record)
-        return Compiled(binary, shown, log, seconds, False, resources, sha256=sha256)
+        return Compiled(
+            binary, shown, log, seconds, False, resources, sha256=sha256, code_identity=identity
+        )
+
+    def _identity(self, binary: Path, log: str) -> tuple[str | None, str]:
+        """The binary's code identity, and the log, which says why when there is none."""
+        try:
+            return code_identity(self.toolchain.cuobjdump, binary), log
+        except IdentityError as error:
+            return None, f"{log}\ncode identity unavailable: {error}".strip()
 
     def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled | Unavailable]:
         """Compile every pair, in parallel across cores; results in the order given, Unavailable

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 # MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
-# minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`)
-SCHEMA_VERSION = "2.4"
+# minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
+# cell's `code_identity`)
+SCHEMA_VERSION = "2.5"
 
 
 class Outcome(enum.Enum):
@@ -172,6 +173,8 @@ class CompileFacts:
     resources: dict[str, Resources] = field(default_factory=dict)  # by entry point
     sass_counts: dict[str, int] = field(default_factory=dict)  # opcodes the spec demands
     binary_sha256: str | None = None  # of the binary the run cells load; None: none built
+    # of what the GPU executes, the same wherever it was built (harness.compile.identity)
+    code_identity: str | None = None
 
     def worst(self, resource: str) -> int | None:
         """The largest value of one resource over the entry points (registers, spill_bytes)."""
@@ -430,6 +433,7 @@ def _compile_json(facts: CompileFacts | None) -> dict[str, Any] | None:
         "resources": {entry: vars(r) for entry, r in facts.resources.items()},
         "sass_counts": dict(facts.sass_counts),
         "binary_sha256": facts.binary_sha256,
+        "code_identity": facts.code_identity,
     }
 
 
@@ -442,6 +446,7 @@ def _compile_from(record: dict[str, Any] | None) -> CompileFacts | None:
         resources={e: Resources(**r) for e, r in record.get("resources", {}).items()},
         sass_counts={op: int(n) for op, n in record.get("sass_counts", {}).items()},
         binary_sha256=record.get("binary_sha256"),
+        code_identity=record.get("code_identity"),
     )
 
 

@@ -193,7 +193,7 @@
     panel.appendChild(histogram(cell.histogram, cell.timing));
     if (cell.verdict) {
       const v = cell.verdict;
-      const cause = v.judgement === "SLOWER" ? (v.same_binary ? "; the same binary: the environment" : "; the binary changed") : "";
+      const cause = v.judgement === "SLOWER" ? (v.same_code ? "; the same code: the environment" : "; the code changed") : "";
       panel.appendChild(el("div", { id: "details-verdict", class: `verdict verdict-${v.judgement}` },
         `${v.judgement} against the baseline: ${fmt(v.baseline_us)} → ${fmt(cell.timing.median_us)} µs, ratio ${v.ratio.toFixed(3)} (95 % ${v.low.toFixed(3)}–${v.high.toFixed(3)}, rerun threshold ${v.threshold_pct} %)${cause}`));
     }

@@ -348,5 +348,5 @@ def _verdict(verdict: Verdict | None) -> dict | None:
         "high": verdict.high,
         "threshold_pct": verdict.threshold_pct,
         "baseline_us": verdict.baseline_us,
-        "same_binary": verdict.same_binary,
+        "same_code": verdict.same_code,
     }

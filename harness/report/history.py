@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.model.result import Cell, CellKind, Provenance, column_of
 from harness.report.merge import ReportSet
-from harness.report.verdict import Verdict, judge
+from harness.report.verdict import Verdict, judge, same_code
 
 SCHEMA_VERSION = 2  # PRAGMA user_version: 1 kept each cell's properties as strings
 SCHEMA = """
@@ -143,7 +143,7 @@ class History:
 
     def compare(self, report_set: ReportSet, baseline: str) -> list[Verdict]:
         """Each timed cell against the same cell (target, device, kernel, case) at `baseline`,
-        with whether the kernel's binary is byte for byte the baseline's."""
+        with whether the kernel's code is the baseline's (verdict.same_code)."""
         stored: dict[tuple[str, str, str, str], Cell] = {}
         builds: dict[tuple[str, str, str], Cell] = {}  # the baseline's compile cells
         for target, runner, device, record in self.db.execute(
@@ -156,17 +156,22 @@ class History:
             stored[(target, device, cell.classname, cell.name)] = cell
             if cell.kind is CellKind.COMPILE:
                 builds[(target, device, cell.classname)] = cell
+        cells = report_set.cells
+        # this run's builds: what each of its run cells ran
+        built_now = {
+            (c.target, c.runner, c.classname): c.compile
+            for c in cells
+            if c.kind is CellKind.COMPILE
+        }
         verdicts = []
-        for cell in report_set.cells:
+        for cell in cells:
             device = cell.provenance.device or "none"
             base = stored.get((cell.target, device, cell.classname, cell.name))
             if cell.timing is None or base is None or base.timing is None:
                 continue
             built = builds.get((cell.target, device, cell.classname))
-            now_sha = _binary_sha256(report_set.cells, cell)
-            base_sha = built.compile.binary_sha256 if built and built.compile else None
-            same = now_sha == base_sha if now_sha and base_sha else None
-            verdicts.append(judge(cell, base, same))
+            now = built_now.get((cell.target, cell.runner, cell.classname))
+            verdicts.append(judge(cell, base, same_code(now, built.compile if built else None)))
         return verdicts
 
     def trends(self) -> Trends:
@@ -183,17 +188,3 @@ class History:
                 (commit[:10], median)
             )
         return trends
-
-
-def _binary_sha256(cells: list[Cell], run_cell: Cell) -> str | None:
-    """The hash of the binary `run_cell` ran: its kernel's compile cell of the same run."""
-    for cell in cells:
-        if (
-            cell.kind is CellKind.COMPILE
-            and cell.classname == run_cell.classname
-            and cell.target == run_cell.target
-            and cell.runner == run_cell.runner
-            and cell.compile
-        ):
-            return cell.compile.binary_sha256
-    return None

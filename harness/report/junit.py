@@ -103,6 +103,8 @@ def properties_of(cell: Cell) -> dict[str, str]:
             shown[f"sass_{opcode}"] = str(count)
         if facts.binary_sha256:
             shown["binary_sha256"] = facts.binary_sha256
+        if facts.code_identity:
+            shown["code_identity"] = facts.code_identity
     if timing := cell.timing:
         shown["time_median_us"] = f"{timing.median_us:.3f}"
         shown["time_p10_us"] = f"{timing.p10_us:.3f}"

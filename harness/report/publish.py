@@ -65,7 +65,7 @@ def publish(options: PublishOptions) -> Published:
         for verdict in verdicts:
             if (
                 verdict.judgement is Judgement.SLOWER
-                and not verdict.same_binary  # the same binary slower: the machine, not the code
+                and not verdict.same_code  # the same code slower: the machine, not the code
                 and verdict.change_pct > options.max_slowdown_pct
             ):
                 cell = verdict.cell

@@ -229,8 +229,8 @@ def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> s
 
 
 def _cause(verdict: Verdict) -> str:
-    if verdict.same_binary:
-        return "the binary is the baseline's, byte for byte: the environment, not the code"
-    if verdict.same_binary is None:
-        return "no binary hash to tell code from environment"
-    return "the binary changed"
+    if verdict.same_code:
+        return "the code is the baseline's (the same code identity): the environment, not the code"
+    if verdict.same_code is None:
+        return "no code identity to tell code from environment"
+    return "the code changed"

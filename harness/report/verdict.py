@@ -4,8 +4,9 @@ The two runs' samples, not their summaries, decide: an interval of the ratio of 
 (from each median's distribution-free interval) is set against the spread that reruns of an
 unchanged binary show at that time scale.
 SLOWER and FASTER need the whole interval beyond that threshold, SAME needs it within, and
-anything between is AMBIGUOUS: too noisy to tell. A SLOWER cell whose binary is byte-identical
-to the baseline's is the environment's doing (another machine, a throttling GPU), not the code's.
+anything between is AMBIGUOUS: too noisy to tell. A SLOWER cell whose code is the baseline's (the
+same code identity: what the GPU executes, wherever it was built) is the environment's doing
+(another machine, a throttling GPU), not the code's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.model.result import Cell
+from harness.model.result import Cell, CompileFacts
 
 # The change a rerun of the same binary can show, by how long the case runs. Measured on H200s
 # (the reruns kept in docs/reports/h200): back to back on one machine the per-case medians moved
@@ -42,7 +43,7 @@ class Verdict:
     high: float
     threshold_pct: float
     judgement: Judgement
-    same_binary: bool | None  # None: a binary hash is missing on one side
+    same_code: bool | None  # the baseline's code (same_code); None: cannot tell
 
     @property
     def change_pct(self) -> float:
@@ -78,7 +79,19 @@ def ratio_interval(current: np.ndarray, baseline: np.ndarray) -> tuple[float, fl
     return now_low / base_high, now_high / base_low
 
 
-def judge(cell: Cell, baseline: Cell, same_binary: bool | None = None) -> Verdict:
+def same_code(now: CompileFacts | None, base: CompileFacts | None) -> bool | None:
+    """Whether two builds make the GPU execute the same: by code identity, else (a build from
+    before identities) by the binary's bytes; None when neither side can say."""
+    if now is None or base is None:
+        return None
+    if now.code_identity and base.code_identity:
+        return now.code_identity == base.code_identity
+    if now.binary_sha256 and base.binary_sha256:
+        return now.binary_sha256 == base.binary_sha256
+    return None
+
+
+def judge(cell: Cell, baseline: Cell, same: bool | None = None) -> Verdict:
     """`cell` against the same cell of the baseline run; both must be timed."""
     timed, base_timed = cell.timing, baseline.timing
     if timed is None or base_timed is None:
@@ -96,4 +109,4 @@ def judge(cell: Cell, baseline: Cell, same_binary: bool | None = None) -> Verdic
         judgement = Judgement.SAME
     else:
         judgement = Judgement.AMBIGUOUS
-    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same_binary)
+    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same)
