@@ -387,7 +387,7 @@ def test_a_cell_s_trend_shows_both_stored_runs_its_baseline_and_verdict(browser,
     )
     report.cells[at] = dataclasses.replace(slow, timing=timing)
     history.record(now, "next5678")
-    verdicts = history.compare(now, "base1234")
+    verdicts = history.compare(now, "base1234").verdicts
     trends = history.trends()
     history.close()
     out = tmp_path / "dashboard.html"

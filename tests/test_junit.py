@@ -222,3 +222,15 @@ def test_a_live_report_that_cannot_be_written_says_so_when_closed(tmp_path):
     live.add(Cell(CellKind.CASE, "ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED))
     with pytest.raises(OSError):
         live.close()
+
+
+def test_a_suite_s_time_is_the_run_s_wall_time(tmp_path):
+    """JUnit readers show a suite's time as how long it took: the run's wall, not the sum of its
+    cells (which overlap, and sum to more)."""
+    report = _report(_cells())
+    report.wall_s = 0.25
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, report)
+    (suite,) = etree.parse(str(files.xml)).getroot().iter("testsuite")
+    assert sum(cell.seconds for cell in report.cells) != 0.25
+    assert float(suite.get("time")) == 0.25

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -131,7 +132,7 @@ def test_a_change_is_judged_from_both_runs_samples(tmp_path, factor, judgement):
     history = History(tmp_path / "history.sqlite")
     history.record(load_reports(KEPT, TARGETS), "base")
     current = load_reports([_slowed(tmp_path / "now", factor)], TARGETS)
-    verdicts = {v.cell.name: v for v in history.compare(current, "base")}
+    verdicts = {v.cell.name: v for v in history.compare(current, "base").verdicts}
     sgemm = verdicts[f"{SGEMM}[sm_90a]"]
     assert sgemm.judgement is judgement
     assert sgemm.ratio == pytest.approx(factor, rel=1e-4)
@@ -336,7 +337,7 @@ def test_kept_reruns_of_one_commit_judged_pairwise_give_no_failing_verdict(tmp_p
     history = History(tmp_path / "history.sqlite")
     history.record(load_reports([RERUNS[base]], ["sm_90a"]), "rerun-base")
     current = load_reports([RERUNS[now]], ["sm_90a"])
-    verdicts = history.compare(current, "rerun-base")
+    verdicts = history.compare(current, "rerun-base").verdicts
     assert len(verdicts) == sum(1 for c in current.cells if c.median_us is not None) > 100
     failing = [v for v in verdicts if v.judgement in (Judgement.SLOWER, Judgement.FASTER)]
     assert failing == []
@@ -380,3 +381,75 @@ def test_report_without_jinja2_says_what_to_install_and_writes_nothing(tmp_path)
     assert "report needs the Python package 'jinja2'" in done.stderr
     assert "pip install -r requirements.txt" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("median", [float("nan"), float("inf"), 0.0, -3.0, "fast"])
+def test_a_report_with_an_impossible_time_is_named_and_never_enters_the_history(tmp_path, median):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    copies = _copy_kept(tmp_path / "bad")
+    bad = next(f for f in copies if f.name == "junit-sm_90a.xml")
+    sidecar = json.loads(bad.with_suffix(".json").read_text())
+    timed = next(c for c in sidecar["cells"] if c["timing"])
+    timed["timing"]["median_us"] = median
+    bad.with_suffix(".json").write_text(json.dumps(sidecar))
+    done = _report(*copies, "--out", out, "--db", db, "--commit", "bad1")
+    assert done.returncode == 1
+    assert f"{bad.with_suffix('.json')}: malformed report" in done.stderr
+    assert f"cell {timed['chapter']}.{timed['kernel']} {timed['case']}: impossible time" in (
+        done.stderr
+    )
+    history = History(db)
+    stored = {row[0] for row in history.db.execute("SELECT target FROM runs")}
+    history.close()
+    assert stored == {"sm_80", "sm_100a"}  # the other reports are recorded, that one is not
+
+
+def test_a_stored_baseline_with_a_zero_median_judges_nothing_and_says_so(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    assert _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
+    with sqlite3.connect(db) as history:  # as a history written before they were refused
+        (cell_json,) = history.execute(
+            "SELECT cell FROM cells WHERE name = ?", (f"{SGEMM}[sm_90a]",)
+        ).fetchone()
+        cell = json.loads(cell_json)
+        cell["timing"]["median_us"] = 0.0
+        history.execute(
+            "UPDATE cells SET cell = ?, median_us = 0 WHERE name = ?",
+            (json.dumps(cell), f"{SGEMM}[sm_90a]"),
+        )
+    judged = _report(*KEPT, "--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
+    assert judged.returncode == 0, judged.stderr
+    assert "1 cell(s) of the baseline aaaa1111 have impossible times" in judged.stderr
+    timed = sum(
+        1
+        for f in KEPT
+        for c in json.loads(f.with_suffix(".json").read_text())["cells"]
+        if c["timing"]
+    )
+    assert f"{timed - 1} SAME, 0 FASTER, 0 SLOWER, 0 AMBIGUOUS" in judged.stdout
+
+
+def test_a_baseline_of_another_gpu_model_or_driver_is_named_not_judged(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "history.sqlite"
+    h100 = _copy_kept(tmp_path / "h100")
+    for xml in h100:
+        sidecar = json.loads(xml.with_suffix(".json").read_text())
+        sidecar["provenance"]["device"] = "NVIDIA H100 80GB HBM3"
+        xml.with_suffix(".json").write_text(json.dumps(sidecar))
+    assert _report(*h100, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
+    args = ("--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
+    judged = _report(*_kept_with(tmp_path / "now", 1.10), *args, "--max-slowdown", "5")
+    assert judged.returncode == 0, judged.stderr  # nothing alike to judge against
+    said = "the baseline aaaa1111 ran on NVIDIA H100 80GB HBM3 (driver "
+    assert f"sm_90a: {said}" in judged.stderr and "this run on NVIDIA H200 (driver" in judged.stderr
+    assert said in (out / "summary.md").read_text()
+    assert "against the baseline" not in judged.stdout  # no verdict, and it says why
+    newer = _copy_kept(tmp_path / "newer-driver")
+    for xml in newer:
+        sidecar = json.loads(xml.with_suffix(".json").read_text())
+        sidecar["provenance"]["driver"] = "590.10.01"
+        xml.with_suffix(".json").write_text(json.dumps(sidecar))
+    args = ("--out", out, "--db", db, "--commit", "cccc3333")
+    assert _report(*newer, *args).returncode == 0
+    again = _report(*KEPT, "--out", out, "--db", db, "--commit", "dddd", "--baseline", "cccc")
+    assert "(driver 590.10.01, nvcc" in again.stderr and "not judged" in again.stderr

@@ -149,6 +149,23 @@ def test_the_commit_is_the_checkouts_not_the_event_s(tmp_path):
     assert current_commit(tmp_path, {}) is None
 
 
+def test_a_copy_of_the_project_inside_another_repository_is_not_that_repository_s_commit(
+    tmp_path,
+):
+    from harness.model.provenance import current_commit
+
+    outer = tmp_path / "outer"
+    (outer / "vendored" / "cuda-matrix").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(outer)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "outer"], check=True)
+    copy = outer / "vendored" / "cuda-matrix"
+    assert current_commit(copy, {}) is None  # unknown, not the outer repository's HEAD
+    assert current_commit(copy, {"GITHUB_SHA": "f" * 40}) == "f" * 40
+    outer_head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert current_commit(outer, {}) == outer_head.stdout.strip()  # its own top level: its own
+
+
 def test_no_artifact_at_all_is_every_target_missing_not_a_stale_local_report(tmp_path):
     """The GPU jobs uploaded nothing: the job fails on missing targets; it does not publish
     whatever an earlier run left in reports/."""

@@ -17,17 +17,28 @@ def runner_name(given: str = "") -> str:
 
 def current_commit(root: Path, env: Mapping[str, str] | None = None) -> str | None:
     """The commit of the code that runs: $MATRIX_COMMIT where the caller knows it better (a
-    container, whose mount has no git), else `git rev-parse HEAD` of `root` (the checkout: in a
-    dispatched run, not $GITHUB_SHA's), else $GITHUB_SHA; None where none says."""
+    container, whose mount has no git), else the HEAD of the checkout whose top level is `root`
+    itself (in a dispatched run, not $GITHUB_SHA's; a copy of the project inside another
+    repository is not that repository's commit), else $GITHUB_SHA; None where none says."""
     env = os.environ if env is None else env
     if env.get("MATRIX_COMMIT"):
         return env["MATRIX_COMMIT"]
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is not None and Path(top).resolve() == Path(root).resolve():
+        head = _git(root, "rev-parse", "HEAD")
+        if head:
+            return head
+    return env.get("GITHUB_SHA") or None
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """What `git <args>` prints in `root`; None where git is missing or says no."""
     try:
         result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=root, timeout=30
+            ["git", *args], capture_output=True, text=True, cwd=root, timeout=30
         )
-        if result.returncode == 0 and result.stdout.strip():
-            return result.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        pass  # no git here: the environment may still say
-    return env.get("GITHUB_SHA") or None
+        return None  # no git here: the environment may still say
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None

@@ -16,6 +16,7 @@ the cell settles it from that error (`Cell.settle`), once.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -313,9 +314,7 @@ class Cell:
             gpu=record.get("gpu"),
             stages=Stages(**record["stages"]) if record.get("stages") else None,
             compile=_compile_from(record.get("compile")),
-            timing=Timing(**{**timing, "samples_us": tuple(timing["samples_us"])})
-            if timing
-            else None,
+            timing=_timing_from(timing) if timing else None,
             throughput=Throughput(**record["throughput"]) if record.get("throughput") else None,
             vendor=VendorTiming(**record["vendor"]) if record.get("vendor") else None,
             sanitizer=_sanitizer_from(record.get("sanitizer")),
@@ -386,7 +385,7 @@ class Report:
                 suite=data["suite"],
                 target=target,
                 provenance=provenance,
-                cells=[Cell.from_json(c, target, provenance) for c in data["cells"]],
+                cells=[_cell_of(c, target, provenance) for c in data["cells"]],
                 device=DeviceRecord(**device) if device else None,
                 no_device_why=data.get("no_device_why", data.get("no_device_reason")),
                 nvcc=data.get("nvcc"),
@@ -398,6 +397,31 @@ class Report:
             raise ReportError(
                 f"{source}: malformed report ({type(error).__name__}: {error})"
             ) from error
+
+
+def _cell_of(record: Any, target: str, provenance: Provenance) -> Cell:
+    """A report's cell read back; a ValueError of its names the cell."""
+    try:
+        return Cell.from_json(record, target, provenance)
+    except ValueError as error:
+        where = f"{record.get('chapter')}.{record.get('kernel')} {record.get('case')}"
+        raise ValueError(f"cell {where}: {error}") from error
+
+
+def _timing_from(record: dict[str, Any]) -> Timing:
+    """A cell's timing read back; ValueError when a time in it is not a finite positive number
+    (NaN, infinite, zero, negative, a string): no such time may judge or be judged."""
+    for key in ("median_us", "p10_us", "p90_us"):
+        _positive_time(key, record.get(key))
+    for sample in record["samples_us"]:
+        _positive_time("a sample", sample)
+    return Timing(**{**record, "samples_us": tuple(record["samples_us"])})
+
+
+def _positive_time(what: str, value: Any) -> None:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"impossible time: {what} is {value!r}")
 
 
 def _kind_before_2_4(record: dict[str, Any]) -> CellKind:

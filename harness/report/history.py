@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.model.result import Cell, CellKind, Provenance, column_of
+from harness.model.result import Cell, CellKind, CompileFacts, Provenance, Report, column_of
 from harness.report.merge import ReportSet
 from harness.report.verdict import Verdict, judge, same_code
 
-SCHEMA_VERSION = 2  # PRAGMA user_version: 1 kept each cell's properties as strings
+# PRAGMA user_version: 1 kept each cell's properties as strings; 3 adds each run's driver and
+# toolkit, which a history of 2 gets as unknown (NULL)
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -26,6 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     target TEXT NOT NULL,
     runner TEXT NOT NULL,
     device TEXT NOT NULL,
+    driver TEXT,
+    toolkit TEXT,
     UNIQUE (commit_id, suite)
 );
 CREATE TABLE IF NOT EXISTS cells (
@@ -43,6 +48,39 @@ CREATE TABLE IF NOT EXISTS cells (
 
 # (column, classname, name) -> [(commit, median_us)] in the order runs were stored
 Trends = dict[tuple[str, str, str], list[tuple[str, float]]]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run judged against a baseline: the verdicts, and what was not judged, and why."""
+
+    verdicts: list[Verdict]
+    remarks: list[str]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A stored run, as far as judging goes: where and with what it ran."""
+
+    id: int
+    target: str
+    runner: str
+    device: str
+    driver: str | None  # None: stored before histories kept it
+    toolkit: str | None
+
+    def alike(self, other: _Run) -> bool:
+        """The same GPU model, driver and toolkit (where both say)."""
+        return self.device == other.device and all(
+            mine is None or theirs is None or mine == theirs
+            for mine, theirs in ((self.driver, other.driver), (self.toolkit, other.toolkit))
+        )
+
+    @property
+    def setting(self) -> str:
+        return (
+            f"{self.device} (driver {self.driver or 'unknown'}, nvcc {self.toolkit or 'unknown'})"
+        )
 
 
 class HistoryError(Exception):
@@ -80,13 +118,17 @@ class History:
         problem = ""
         if health != "ok":  # a damaged page: what it returns cannot be trusted
             problem = f"{path}: a damaged history (quick_check: {health})"
-        elif tables and version != SCHEMA_VERSION:
+        elif tables and version not in (2, SCHEMA_VERSION):
             problem = f"{path}: a history of schema {version}, not {SCHEMA_VERSION}"
         if problem:
             self.db.close()
             raise HistoryError(problem)
         try:
             self.db.execute("PRAGMA foreign_keys = ON")
+            if tables and version == 2:  # nothing stored is lost: its runs' setting is unknown
+                with self.db:
+                    self.db.execute("ALTER TABLE runs ADD COLUMN driver TEXT")
+                    self.db.execute("ALTER TABLE runs ADD COLUMN toolkit TEXT")
             self.db.executescript(SCHEMA)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as error:  # read-only, or locked by another writer
@@ -104,15 +146,18 @@ class History:
                 self.db.execute(
                     "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
                 )
+                where = report.provenance
                 run_id = self.db.execute(
-                    "INSERT INTO runs (commit_id, suite, target, runner, device) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         commit,
                         report.suite,
                         report.target,
-                        report.provenance.runner,
-                        report.provenance.device or "none",
+                        where.runner,
+                        where.device or "none",
+                        where.driver,
+                        where.toolkit,
                     ),
                 ).lastrowid
                 self.db.executemany(
@@ -141,38 +186,69 @@ class History:
         ]
         return matches[0] if len(matches) == 1 else None
 
-    def compare(self, report_set: ReportSet, baseline: str) -> list[Verdict]:
-        """Each timed cell against the same cell (target, device, kernel, case) at `baseline`,
-        with whether the kernel's code is the baseline's (verdict.same_code)."""
-        stored: dict[tuple[str, str, str, str], Cell] = {}
-        builds: dict[tuple[str, str, str], Cell] = {}  # the baseline's compile cells
-        for target, runner, device, record in self.db.execute(
-            "SELECT r.target, r.runner, r.device, c.cell FROM cells c "
-            "JOIN runs r ON c.run_id = r.id WHERE r.commit_id = ?",
-            (baseline,),
-        ):
-            where = Provenance(runner=runner, commit=baseline, device=device)
-            cell = Cell.from_json(json.loads(record), target, where)
-            stored[(target, device, cell.classname, cell.name)] = cell
-            if cell.kind is CellKind.COMPILE:
-                builds[(target, device, cell.classname)] = cell
-        cells = report_set.cells
-        # this run's builds: what each of its run cells ran
-        built_now = {
-            (c.target, c.runner, c.classname): c.compile
-            for c in cells
-            if c.kind is CellKind.COMPILE
-        }
-        verdicts = []
-        for cell in cells:
-            device = cell.provenance.device or "none"
-            base = stored.get((cell.target, device, cell.classname, cell.name))
+    def compare(self, report_set: ReportSet, baseline: str) -> Comparison:
+        """Each timed cell against the same cell at `baseline`, run alike (the same target, GPU
+        model, driver and toolkit), with whether the kernel's code is the baseline's
+        (verdict.same_code). A report the baseline has no alike run for is named, not judged."""
+        runs = [
+            _Run(*row)
+            for row in self.db.execute(
+                "SELECT id, target, runner, device, driver, toolkit FROM runs WHERE commit_id = ?",
+                (baseline,),
+            )
+        ]
+        comparison = Comparison([], [])
+        for report in report_set.reports:
+            here = report.provenance
+            setting = _Run(0, report.target, here.runner, here.device or "none", here.driver,
+                           here.toolkit)  # fmt: skip
+            of_target = [run for run in runs if run.target == report.target]
+            alike = [run for run in of_target if run.alike(setting)]
+            if not alike:
+                if of_target:
+                    ran = "; ".join(sorted({run.setting for run in of_target}))
+                    comparison.remarks.append(
+                        f"{report.target}: the baseline {baseline[:10]} ran on {ran}; this run "
+                        f"on {setting.setting}: not judged"
+                    )
+                elif any(cell.timing for cell in report.cells):
+                    comparison.remarks.append(
+                        f"{report.target}: the baseline {baseline[:10]} has no run of this "
+                        "target: not judged"
+                    )
+                continue
+            self._judge_alike(report, alike, baseline, comparison)
+        return comparison
+
+    def _judge_alike(
+        self, report: Report, runs: list[_Run], baseline: str, comparison: Comparison
+    ) -> None:
+        stored: dict[tuple[str, str], Cell] = {}
+        builds: dict[str, CompileFacts | None] = {}  # the baseline's compile cells' facts
+        impossible = 0
+        for run in runs:
+            where = Provenance(runner=run.runner, commit=baseline, device=run.device)
+            for (record,) in self.db.execute("SELECT cell FROM cells WHERE run_id = ?", (run.id,)):
+                try:
+                    cell = Cell.from_json(json.loads(record), run.target, where)
+                except ValueError:  # an impossible time stored before they were refused
+                    impossible += 1
+                    continue
+                stored[(cell.classname, cell.name)] = cell
+                if cell.kind is CellKind.COMPILE:
+                    builds[cell.classname] = cell.compile
+        if impossible:
+            comparison.remarks.append(
+                f"{report.target}: {impossible} cell(s) of the baseline {baseline[:10]} have "
+                "impossible times (NaN, infinite, zero or negative): not judged against"
+            )
+        built_now = {c.classname: c.compile for c in report.cells if c.kind is CellKind.COMPILE}
+        for cell in report.cells:
+            base = stored.get((cell.classname, cell.name))
             if cell.timing is None or base is None or base.timing is None:
                 continue
-            built = builds.get((cell.target, device, cell.classname))
-            now = built_now.get((cell.target, cell.runner, cell.classname))
-            verdicts.append(judge(cell, base, same_code(now, built.compile if built else None)))
-        return verdicts
+            same = same_code(built_now.get(cell.classname), builds.get(cell.classname))
+            comparison.verdicts.append(judge(cell, base, same))
 
     def trends(self) -> Trends:
         """Every timed cell's medians over the stored runs, by the cell's column (Cell.column),

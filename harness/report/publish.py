@@ -129,7 +129,9 @@ def _against_history(report_set: ReportSet, options: PublishOptions) -> _Judged:
                     f"(stored: {stored}): nothing was judged against it"
                 )
             else:
-                verdicts = history.compare(report_set, baseline)
+                comparison = history.compare(report_set, baseline)
+                verdicts = comparison.verdicts
+                remarks += comparison.remarks
         history.record(report_set, options.commit)
         return _Judged(verdicts, history.trends(), remarks)
     finally:
