@@ -130,11 +130,59 @@ def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
     assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
     assert triggers["push"]["branches"] == ["main"]
     assert "ref" in triggers["workflow_dispatch"]["inputs"]
-    for name in ("plan", "build", "test"):  # a dispatched commit is the one built and tested
+    for name in ("build", "test"):  # the dispatched commit, resolved once, built and tested
         (checkout,) = [s for s in jobs[name]["steps"] if "actions/checkout" in s.get("uses", "")]
-        assert checkout["with"]["ref"] == "${{ inputs.ref }}", name
+        assert checkout["with"]["ref"] == "${{ needs.plan.outputs.tested }}", name
     gpu_steps = " ".join(str(step.get("run", "")) for step in jobs["test"]["steps"])
     assert "--user" not in gpu_steps and "RUNNER_TEMP" in gpu_steps  # nothing left on the host
+
+
+def _workflow() -> dict:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
+
+
+def test_the_tested_commit_is_resolved_once_to_its_sha_and_recorded_as_such():
+    plan = _workflow()["jobs"]["plan"]
+    assert plan["outputs"]["tested"] == "${{ steps.tested.outputs.sha }}"
+    (resolve,) = [s for s in plan["steps"] if s.get("id") == "tested"]
+    assert "git -C tested rev-parse HEAD" in resolve["run"]
+    (tested_checkout,) = [s for s in plan["steps"] if s.get("with", {}).get("path") == "tested"]
+    assert tested_checkout["with"]["ref"] == "${{ inputs.ref }}"
+    (judge,) = [
+        s for s in _workflow()["jobs"]["aggregate"]["steps"] if "judge" in s.get("name", "")
+    ]
+    assert judge["env"]["TESTED_SHA"] == "${{ needs.plan.outputs.tested }}"  # never a raw ref
+
+
+def test_the_gpu_runners_are_chosen_by_main_s_files_not_the_tested_commit_s():
+    plan = _workflow()["jobs"]["plan"]
+    checkouts = [s for s in plan["steps"] if "actions/checkout" in s.get("uses", "")]
+    (own,) = [s for s in checkouts if "path" not in s.get("with", {})]
+    assert "ref" not in own["with"]  # the workflow's own ref: main's matrix.yaml plans the jobs
+    steps = plan["steps"]
+    planned = next(i for i, s in enumerate(steps) if s.get("id") == "plan")
+    assert "working-directory" not in steps[planned]  # the plan reads main's checkout, at the root
+    assert _workflow()["jobs"]["test"]["runs-on"] == "${{ matrix.runner }}"
+
+
+def test_main_s_runs_are_never_cancelled_and_alone_write_the_history():
+    workflow = _workflow()
+    concurrency = workflow["concurrency"]
+    # a pull request groups by its ref and cancels its older run; anything else is its own group
+    assert concurrency["group"] == (
+        "matrix-${{ github.event_name == 'pull_request' && github.ref || github.run_id }}"
+    )
+    assert concurrency["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    steps = workflow["jobs"]["aggregate"]["steps"]
+    uses = [s.get("uses", "").split("@")[0] for s in steps]
+    assert "actions/cache" not in uses  # restore and save are apart, so the save has a condition
+    (save,) = [s for s in steps if s.get("uses", "").startswith("actions/cache/save@")]
+    assert (
+        save["if"] == "always() && github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    )
+    restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
+    assert restore["with"]["path"] == save["with"]["path"] == "history"
+    assert steps.index(restore) < steps.index(save)
 
 
 def test_the_commit_is_the_checkouts_not_the_event_s(tmp_path):
