@@ -13,6 +13,7 @@ from harness.model.result import (
     Broken,
     Cell,
     CellKind,
+    DeviceRecord,
     KernelFailed,
     Outcome,
     Provenance,
@@ -97,3 +98,12 @@ def test_settling_keeps_the_long_text_of_what_failed():
     cell = _cell(CellKind.COMPILE, "compile")
     cell.settle(KernelFailed("nvcc failed", "the whole log"))
     assert cell.detail == "the whole log"
+
+
+def test_a_report_says_which_gpu_of_its_model_ran_it():
+    record = DeviceRecord("NVIDIA H200", "9.0", "580.159.04", "13.0", 132, 52428800, "GPU-1234")
+    report = Report("suite", "sm_90a", WHERE, device=record)
+    back = Report.from_json(json.loads(json.dumps(report.to_json())), Path("r.json"))
+    assert back.device is not None and back.device.uuid == "GPU-1234"
+    older = json.loads(KEPT_2_3.read_text())  # before reports said it
+    assert Report.from_json(older, KEPT_2_3).device.uuid is None

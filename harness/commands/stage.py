@@ -151,6 +151,7 @@ def new_report(
             cuda_driver=device.cuda_driver,
             sm_count=device.sm_count,
             l2_bytes=device.l2_bytes,
+            uuid=device.uuid,
         ),
         no_device_why=device.why if isinstance(device, Unavailable) else None,
         nvcc=str(toolchain.nvcc) if isinstance(toolchain, Toolchain) else None,

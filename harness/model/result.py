@@ -331,6 +331,7 @@ class DeviceRecord:
     cuda_driver: str
     sm_count: int
     l2_bytes: int
+    uuid: str | None = None  # which GPU of a fleet of one model; None: unknown (before 2.5)
 
 
 @dataclass

@@ -20,6 +20,7 @@ class DeviceInfo:
     smem_optin_bytes: int
     peaks: DevicePeaks | None  # from matrix.yaml's devices, by name
     default_sm_clock_mhz: float | None = None  # what throttling is measured against
+    uuid: str | None = None  # this very GPU, among many of its model; None: the driver did not say
 
 
 class DeviceMissing(Exception):
@@ -49,6 +50,7 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo:
         smem_optin_bytes=properties.max_shared_memory_per_block_optin,
         peaks=matrix.devices.get(device.name),
         default_sm_clock_mhz=properties.clock_rate / 1000.0 or None,  # the driver says kHz
+        uuid=_uuid(device),
     )
 
 
@@ -66,6 +68,13 @@ def probe_all(matrix: Matrix) -> list[DeviceInfo]:
         with contextlib.suppress(DeviceMissing):  # one that cannot be opened is left out
             found.append(probe(matrix, ordinal))
     return found
+
+
+def _uuid(device: object) -> str | None:
+    try:
+        return str(device.uuid)  # type: ignore[attr-defined]
+    except Exception:  # an identity only: a driver that cannot say still runs every cell
+        return None
 
 
 def _kernel_driver_version() -> str | None:
