@@ -116,6 +116,13 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
         byte.message
     ), byte.message
     assert "(1000,)" in byte.message
+    past = cells["writes_past_end", "after"]  # inside the allocation's rounding: no fault
+    assert past.outcome is Outcome.FAILED, past
+    assert "wrote 4 bytes past the end of output 'y' (at byte 0..3 after it)" in past.message
+    before = cells["writes_past_end", "before"]
+    assert "wrote 4 bytes before the start of output 'y' (at byte 1..4 before it)" in (
+        before.message
+    ), before.message
     nan = cells["nan_result", "n1024"]
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass

@@ -61,10 +61,12 @@ def describe_exception(error: BaseException) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class _Verified:
-    """The digests of a run's outputs, and the reference they were checked against."""
+    """The digests of a run's outputs, the reference they were checked against, and the guard
+    zones' digests as they were filled."""
 
     digests: Mapping[str, int]
     expected: Mapping[str, np.ndarray]
+    guards: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -328,7 +330,7 @@ class GpuRuntime:
         workspace.run()
         self.stream.sync()
         again = self.digests.of(workspace.extents(verified.digests))
-        problems = []
+        problems = self._guards_written(workspace, verified.guards)
         for name, digest in verified.digests.items():
             if again[name] == digest:
                 continue
@@ -362,6 +364,7 @@ class GpuRuntime:
         cell.loaded_as = module.entry(entry).loaded_as
         with spent.on("verify"):
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
+            guards = self.digests.of(workspace.guards)  # as filled
             workspace.reset_scratch()
             workspace.run()
             self.stream.sync()
@@ -373,6 +376,7 @@ class GpuRuntime:
                 for name, digest in inputs.items()
                 if after[name] != digest
             ]
+            problems += self._guards_written(workspace, guards)
         if host.raised is not None:  # the reference raised
             raise host.raised
         expected = host.expected
@@ -386,7 +390,14 @@ class GpuRuntime:
                     problems.append(msg)
         if problems:
             cell.settle(KernelFailed("; ".join(problems)))
-        return workspace, _Verified(outputs, expected)
+        return workspace, _Verified(outputs, expected, guards)
+
+    def _guards_written(self, workspace: Workspace, filled: Mapping[str, int]) -> list[str]:
+        """What the runs since `filled` (the guards' digests then) wrote into any guard zone."""
+        now = self.digests.of(workspace.guards)
+        return [
+            workspace.guard_writes(name) for name, digest in filled.items() if now[name] != digest
+        ]
 
     def _what_changed(self, workspace: Workspace, name: str) -> str:
         """What the kernel did to the input `name`, whose digest changed over the run."""

@@ -42,6 +42,11 @@ POISON_BYTE = 0xFF  # NaN in every float width, -1 in every integer width
 # The second pattern, for verifying again: a finite number in every float width (fp16, bf16,
 # fp32, fp64), so an element the reference expects to be NaN cannot pass unwritten both times.
 SECOND_POISON_BYTE = 0x5A
+# Guard zones: every buffer sits between two of these, inside its own allocation, so that a write
+# past either end lands in a guard (not in the allocation's rounding, where it would pass). 256
+# bytes keep each buffer at the allocation's 256-byte alignment, which TMA and vector loads need.
+GUARD_BYTES = 256
+GUARD_BYTE = 0xA5  # what a guard holds; any other byte there was written by the kernel
 
 
 @dataclass(frozen=True)
@@ -78,11 +83,22 @@ class Workspace:
 
     def __init__(self, device: Device, stream: Stream, module: Module, problem: Problem):
         self.device, self.stream, self.problem = device, stream, problem
-        self.buffers: dict[str, Buffer] = {}
+        self._allocations: dict[str, Buffer] = {}  # each buffer with its guards, owned
+        self.buffers: dict[str, Buffer] = {}  # what the kernel gets, between its guards
+        self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
             if name in self.buffers:
                 raise ValueError(f"buffer name {name!r} is used twice")
-            self.buffers[name] = device.allocate(max(array.nbytes, 1), stream=stream)
+            whole = device.allocate(array.nbytes + 2 * GUARD_BYTES, stream=stream)
+            start = int(whole.handle)
+            self._allocations[name] = whole
+            self.buffers[name] = Buffer.from_handle(
+                start + GUARD_BYTES, max(array.nbytes, 1), owner=whole
+            )
+            for side, at in (("before", start), ("after", start + GUARD_BYTES + array.nbytes)):
+                guard = Buffer.from_handle(at, GUARD_BYTES, owner=whole)
+                guard.fill(GUARD_BYTE, stream=stream)
+                self.guards[f"{name}:{side}"] = (guard, GUARD_BYTES)
         for name, array in problem.inputs.items():
             self._upload(name, array)
         self.poison_outputs()
@@ -179,8 +195,9 @@ class Workspace:
 
     def poison_outputs(self, byte: int = POISON_BYTE) -> None:
         """Fill every output with `byte`, so an element the next run does not write fails."""
-        for name in self.problem.outputs:
-            self.buffers[name].fill(byte, stream=self.stream)
+        for name, array in self.problem.outputs.items():
+            if array.nbytes:  # an empty output's one byte of view is its after-guard's first
+                self.buffers[name].fill(byte, stream=self.stream)
 
     def reset_scratch(self) -> None:
         for name, array in self.problem.scratch.items():
@@ -204,8 +221,44 @@ class Workspace:
         empty, an array may be)."""
         return {name: (self.buffers[name], self._array(name).nbytes) for name in names}
 
+    def guard_writes(self, name_side: str) -> str:
+        """What the kernel wrote into the guard `name_side` ("y:after"), as a cell says it:
+        "wrote 4 bytes past the end of output 'y' (at byte 0..3 after it)"."""
+        name, side = name_side.rsplit(":", 1)
+        guard, size = self.guards[name_side]
+        found = np.empty(size, np.uint8)
+        check(
+            driver.cuMemcpyDtoHAsync(found.ctypes.data, int(guard.handle), size, self.stream.handle)
+        )
+        self.stream.sync()
+        written = np.flatnonzero(found != GUARD_BYTE)
+        kind = next(
+            kind
+            for kind, group in (
+                ("input", self.problem.inputs),
+                ("output", self.problem.outputs),
+                ("scratch", self.problem.scratch),
+            )
+            if name in group
+        )
+        if written.size == 0:  # rewritten with the guard's own byte: the digest still saw it
+            return f"wrote into the guard {side} {kind} {name!r}"
+        if side == "after":
+            first, last = int(written[0]), int(written[-1])
+            return (
+                f"wrote {written.size} bytes past the end of {kind} {name!r} "
+                f"(at byte {first}..{last} after it)"
+            )
+        first, last = size - int(written[-1]), size - int(written[0])
+        return (
+            f"wrote {written.size} bytes before the start of {kind} {name!r} "
+            f"(at byte {first}..{last} before it)"
+        )
+
     def close(self) -> None:
         self.stream.sync()
-        for buffer in self.buffers.values():
-            buffer.close(self.stream)
         self.buffers.clear()
+        self.guards.clear()
+        for whole in self._allocations.values():
+            whole.close(self.stream)
+        self._allocations.clear()
