@@ -6,8 +6,9 @@ Each 32-bit word is mixed with its position (splitmix64's finalizer over positio
 and the mixed words are summed modulo 2^64. A sum, so the order in which threads add does not
 matter and a buffer has one digest; mixed, so that a change leaves the sum as it was only by
 chance (about 2^-64), a swap of two words included. Bytes past the last whole word are mixed one
-by one, at the positions that follow the words. PTX, so the driver builds it for whatever GPU
-this is, with no compiler at hand.
+by one, at the positions that follow the words; so is all of a buffer that does not start on a
+word boundary (the guard zone after a buffer of an odd size). PTX, so the driver builds it for
+whatever GPU this is, with no compiler at hand.
 """
 
 from __future__ import annotations
@@ -116,8 +117,10 @@ class Digests:
         slots.fill(0, stream=self._stream)
         for index, (buffer, nbytes) in enumerate(buffers.values()):
             out = ctypes.c_uint64(int(slots.handle) + 8 * index)
-            words, tail = divmod(nbytes, 4)
             start = int(buffer.handle)
+            # Words where the start is word-aligned (every allocation); byte by byte where it is
+            # not (the guard zone after a buffer of an odd size), which a word load would fault on.
+            words, tail = divmod(nbytes, 4) if start % 4 == 0 else (0, nbytes)
             if words:
                 self._launch(start, words, 4, 0, out)
             if tail:
