@@ -315,3 +315,17 @@ def test_a_binary_that_cannot_be_taken_apart_has_no_identity_and_says_why(toolch
         code_identity(toolchain.cuobjdump, tmp_path / "missing.fatbin")
     with pytest.raises(IdentityError, match="not a 64-bit"):
         code_sections(b"not an elf")
+
+
+def test_a_build_whose_identity_cannot_be_read_still_builds_and_says_why(
+    matrix, toolchain, add_one, tmp_path, monkeypatch
+):
+    import harness.compile.nvcc as nvcc
+
+    def unreadable(cuobjdump, binary, timeout_s=120):
+        raise IdentityError("cuobjdump -xelf failed: planted")
+
+    monkeypatch.setattr(nvcc, "code_identity", unreadable)
+    built = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    assert built.binary is not None and built.code_identity is None
+    assert "code identity unavailable: cuobjdump -xelf failed: planted" in built.log

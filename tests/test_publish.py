@@ -453,3 +453,24 @@ def test_a_baseline_of_another_gpu_model_or_driver_is_named_not_judged(tmp_path)
     assert _report(*newer, *args).returncode == 0
     again = _report(*KEPT, "--out", out, "--db", db, "--commit", "dddd", "--baseline", "cccc")
     assert "(driver 590.10.01, nvcc" in again.stderr and "not judged" in again.stderr
+
+
+def test_a_history_of_the_schema_before_is_brought_up_to_date_with_nothing_lost(tmp_path):
+    db = tmp_path / "history.sqlite"
+    with sqlite3.connect(db) as old:  # schema 2: runs had no driver or toolkit
+        old.executescript(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, commit_id TEXT NOT NULL, suite TEXT NOT "
+            "NULL, target TEXT NOT NULL, runner TEXT NOT NULL, device TEXT NOT NULL, "
+            "UNIQUE (commit_id, suite));"
+            "CREATE TABLE cells (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+            "classname TEXT NOT NULL, name TEXT NOT NULL, outcome TEXT NOT NULL, median_us REAL, "
+            "noise_pct REAL, cell TEXT NOT NULL, PRIMARY KEY (run_id, classname, name));"
+            "INSERT INTO runs VALUES (1, 'aaaa1111', 's', 'sm_90a', 'vm', 'NVIDIA H200');"
+            "PRAGMA user_version = 2;"
+        )
+    history = History(db)
+    rows = history.db.execute("SELECT commit_id, device, driver, toolkit FROM runs").fetchall()
+    (version,) = history.db.execute("PRAGMA user_version").fetchone()
+    history.close()
+    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 3
+    assert not list(tmp_path.glob("history.sqlite.unreadable-*"))  # not moved aside

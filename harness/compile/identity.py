@@ -46,18 +46,24 @@ def code_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
             if done.returncode != 0:
                 why = (done.stderr or done.stdout).strip()[-300:]
                 raise IdentityError(f"{cuobjdump.name} {what} failed: {why}")
-        parts = sorted(Path(scratch).iterdir(), key=_arch_and_kind)
+        # Each part's own digest, in an order of what they hold, not of how the directory lists
+        # them: a binary of several sources has several cubins of one arch.
+        parts = sorted(_part_digest(part) for part in Path(scratch).iterdir())
         if not parts:
             raise IdentityError(f"{binary.name} holds no cubin and no PTX")
-        digest = hashlib.sha256()
-        for part in parts:
-            digest.update(" ".join(_arch_and_kind(part)).encode() + b"\0")
-            if part.suffix == ".cubin":
-                for name, data in code_sections(part.read_bytes()):
-                    digest.update(name.encode() + b"\0" + data + b"\0")
-            else:
-                digest.update(_PTX_NOISE.sub("", part.read_text(errors="replace")).encode())
-    return digest.hexdigest()
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _part_digest(part: Path) -> str:
+    """ "<arch> <kind> <sha256>" of one extracted cubin or PTX, over its code only."""
+    arch, kind = _arch_and_kind(part)
+    digest = hashlib.sha256()
+    if kind == "cubin":
+        for name, data in code_sections(part.read_bytes()):
+            digest.update(name.encode() + b"\0" + data + b"\0")
+    else:
+        digest.update(_PTX_NOISE.sub("", part.read_text(errors="replace")).encode())
+    return f"{arch} {kind} {digest.hexdigest()}"
 
 
 def _arch_and_kind(part: Path) -> tuple[str, str]:

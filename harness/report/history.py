@@ -59,28 +59,34 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class _Run:
-    """A stored run, as far as judging goes: where and with what it ran."""
+class _Setting:
+    """What a run ran with, as far as judging like with like goes."""
 
-    id: int
-    target: str
-    runner: str
     device: str
-    driver: str | None  # None: stored before histories kept it
+    driver: str | None  # None: unknown (a run stored before histories kept it)
     toolkit: str | None
 
-    def alike(self, other: _Run) -> bool:
+    def alike(self, other: _Setting) -> bool:
         """The same GPU model, driver and toolkit (where both say)."""
         return self.device == other.device and all(
             mine is None or theirs is None or mine == theirs
             for mine, theirs in ((self.driver, other.driver), (self.toolkit, other.toolkit))
         )
 
-    @property
-    def setting(self) -> str:
+    def __str__(self) -> str:
         return (
             f"{self.device} (driver {self.driver or 'unknown'}, nvcc {self.toolkit or 'unknown'})"
         )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A stored run of the baseline."""
+
+    id: int
+    target: str
+    runner: str
+    setting: _Setting
 
 
 class HistoryError(Exception):
@@ -191,8 +197,8 @@ class History:
         model, driver and toolkit), with whether the kernel's code is the baseline's
         (verdict.same_code). A report the baseline has no alike run for is named, not judged."""
         runs = [
-            _Run(*row)
-            for row in self.db.execute(
+            _Run(run_id, target, runner, _Setting(device, driver, toolkit))
+            for run_id, target, runner, device, driver, toolkit in self.db.execute(
                 "SELECT id, target, runner, device, driver, toolkit FROM runs WHERE commit_id = ?",
                 (baseline,),
             )
@@ -200,16 +206,15 @@ class History:
         comparison = Comparison([], [])
         for report in report_set.reports:
             here = report.provenance
-            setting = _Run(0, report.target, here.runner, here.device or "none", here.driver,
-                           here.toolkit)  # fmt: skip
+            setting = _Setting(here.device or "none", here.driver, here.toolkit)
             of_target = [run for run in runs if run.target == report.target]
-            alike = [run for run in of_target if run.alike(setting)]
+            alike = [run for run in of_target if run.setting.alike(setting)]
             if not alike:
                 if of_target:
-                    ran = "; ".join(sorted({run.setting for run in of_target}))
+                    ran = "; ".join(sorted({str(run.setting) for run in of_target}))
                     comparison.remarks.append(
                         f"{report.target}: the baseline {baseline[:10]} ran on {ran}; this run "
-                        f"on {setting.setting}: not judged"
+                        f"on {setting}: not judged"
                     )
                 elif any(cell.timing for cell in report.cells):
                     comparison.remarks.append(
@@ -227,7 +232,7 @@ class History:
         builds: dict[str, CompileFacts | None] = {}  # the baseline's compile cells' facts
         impossible = 0
         for run in runs:
-            where = Provenance(runner=run.runner, commit=baseline, device=run.device)
+            where = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
             for (record,) in self.db.execute("SELECT cell FROM cells WHERE run_id = ?", (run.id,)):
                 try:
                     cell = Cell.from_json(json.loads(record), run.target, where)
