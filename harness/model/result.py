@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 # MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
 # minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
-# cell's `code_identity`)
-SCHEMA_VERSION = "2.5"
+# cell's `code_identity`; 2.6: a case cell's `ab`, a timing's and a report's `shared_gpu`)
+SCHEMA_VERSION = "2.6"
 
 
 class Outcome(enum.Enum):
@@ -130,6 +130,8 @@ class Timing:
     sm_clock_mhz: int | None = None
     wall_s: float = 0.0  # host time spent measuring
     throttled_samples: int = 0  # discarded: the clock fell below 75 % of the default
+    # why these samples were taken on a GPU that another process was using; None: none seen
+    shared_gpu: str | None = None
 
     @property
     def samples(self) -> int:
@@ -195,6 +197,50 @@ class VendorTiming:
     unavailable: str | None = None  # why the library could not run here (not installed)
 
 
+class ABJudgement(enum.Enum):
+    """A case of the tested (head) code against the same case of a base commit, timed on one
+    GPU in interleaved rounds (`python -m harness ab`)."""
+
+    SAME = "SAME"  # measured: the paired ratio's interval within the threshold
+    FASTER = "FASTER"  # measured: the whole interval below it
+    SLOWER = "SLOWER"  # measured: the whole interval above it
+    AMBIGUOUS = "AMBIGUOUS"  # measured: the interval straddles the threshold
+    IDENTICAL = "IDENTICAL"  # the base's code identity is the head's: nothing to measure
+    NEW = "NEW"  # the base has no such kernel or case
+    NOT_RUN = "NOT_RUN"  # could not be measured (the base fails to build, faults, ...): `why`
+
+    @property
+    def measured(self) -> bool:
+        return self in _MEASURED
+
+
+_MEASURED = frozenset(
+    (ABJudgement.SAME, ABJudgement.FASTER, ABJudgement.SLOWER, ABJudgement.AMBIGUOUS)
+)
+
+
+@dataclass(frozen=True)
+class ABComparison:
+    """A case's A/B against the base commit; the numbers are None where nothing was measured."""
+
+    base_commit: str
+    judgement: ABJudgement
+    why: str = ""  # what NOT_RUN, NEW or IDENTICAL rests on; for a measured one, how
+    ratio: float | None = None  # head / base, the median over rounds: above 1 is slower
+    low: float | None = None  # the ratio's confidence interval
+    high: float | None = None
+    threshold_pct: float | None = None  # what a change must exceed to be SLOWER or FASTER
+    rounds: int = 0
+    base_median_us: float | None = None
+    head_median_us: float | None = None
+    same_inputs: bool | None = None  # both specs made the same problem: one set of buffers
+    base_code_identity: str | None = None
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else 100.0 * (self.ratio - 1.0)
+
+
 @dataclass(frozen=True)
 class SanitizerFindings:
     """One compute-sanitizer tool's run over a case."""
@@ -233,6 +279,7 @@ class Cell:
     throughput: Throughput | None = None
     vendor: VendorTiming | None = None
     sanitizer: SanitizerFindings | None = None
+    ab: ABComparison | None = None  # a case cell's A/B against a base commit
 
     def settle(self, error: CellError) -> None:
         """The cell's outcome, reason and message from what failed."""
@@ -289,6 +336,7 @@ class Cell:
             "throughput": _plain(self.throughput),
             "vendor": _plain(self.vendor),
             "sanitizer": _sanitizer_json(self.sanitizer),
+            "ab": _ab_json(self.ab),
         }
 
     @classmethod
@@ -318,6 +366,7 @@ class Cell:
             throughput=Throughput(**record["throughput"]) if record.get("throughput") else None,
             vendor=VendorTiming(**record["vendor"]) if record.get("vendor") else None,
             sanitizer=_sanitizer_from(record.get("sanitizer")),
+            ab=_ab_from(record.get("ab")),
         )
 
 
@@ -348,6 +397,8 @@ class Report:
     compute_sanitizer: str | None = None  # sanitize runs: the tool that ran
     finished: bool = False  # False while the run goes on, and for ever if it was killed
     wall_s: float | None = None  # the whole run, start to finish; None while unfinished
+    # what showed that another process used the GPU during the run; None: nothing did
+    shared_gpu: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -361,6 +412,7 @@ class Report:
             "compute_sanitizer": self.compute_sanitizer,
             "finished": self.finished,
             "wall_s": self.wall_s,
+            "shared_gpu": self.shared_gpu,
             "cells": [cell.to_json() for cell in self.cells],
         }
 
@@ -393,6 +445,7 @@ class Report:
                 compute_sanitizer=data.get("compute_sanitizer"),
                 finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
                 wall_s=data.get("wall_s"),
+                shared_gpu=data.get("shared_gpu"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReportError(
@@ -488,3 +541,17 @@ def _sanitizer_from(record: dict[str, Any] | None) -> SanitizerFindings | None:
         return None
     outcome = record.get("case_outcome")
     return SanitizerFindings(**{**record, "case_outcome": Outcome(outcome) if outcome else None})
+
+
+def _ab_json(ab: ABComparison | None) -> dict[str, Any] | None:
+    if ab is None:
+        return None
+    values = dict(vars(ab))
+    values["judgement"] = ab.judgement.value
+    return values
+
+
+def _ab_from(record: dict[str, Any] | None) -> ABComparison | None:
+    if record is None:
+        return None
+    return ABComparison(**{**record, "judgement": ABJudgement(record["judgement"])})
