@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,10 @@ from harness.model.result import Cell, CompileFacts
 # 13.5 % (launch-bound 3 us cases).
 THRESHOLDS_PCT = ((20.0, 15.0), (float("inf"), 3.5))  # (cases below this many us, threshold)
 CONFIDENCE = 0.95
+# A/B on one GPU (harness ab): what the paired ratio of identical code shows, by time scale:
+# (cases below this many us, threshold %), and an absolute floor a change must also exceed.
+AB_THRESHOLDS_PCT = ((20.0, 3.0), (float("inf"), 0.5))
+AB_FLOOR_US = 0.1
 
 
 class Judgement(enum.Enum):
@@ -100,13 +105,36 @@ def judge(cell: Cell, baseline: Cell, same: bool | None = None) -> Verdict:
     ratio = timed.median_us / base_timed.median_us
     low, high = ratio_interval(now, base) if now.size and base.size else (ratio, ratio)
     threshold = threshold_pct(min(timed.median_us, base_timed.median_us))
+    judgement = _classify(low, high, threshold)
+    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same)
+
+
+def ab_threshold_pct(median_us: float) -> float:
+    """What a paired A/B change must exceed at this time scale: the relative threshold, or the
+    absolute floor where that is larger (a 3 us case moves by a whole 0.1 us step)."""
+    relative = next(pct for below_us, pct in AB_THRESHOLDS_PCT if median_us < below_us)
+    return max(relative, 100.0 * AB_FLOOR_US / median_us)
+
+
+def judge_paired(
+    ratios: Sequence[float], threshold: float
+) -> tuple[float, float, float, Judgement]:
+    """From the head/base ratio of each A/B round: the median ratio, its distribution-free
+    interval, and the judgement against `threshold` (%), by the rule `judge` follows."""
+    values = np.asarray(ratios, dtype=float)
+    if values.size == 0:
+        raise ValueError("no A/B rounds to judge")
+    ratio = float(np.median(values))
+    low, high = median_interval(values)
+    return ratio, low, high, _classify(low, high, threshold)
+
+
+def _classify(low: float, high: float, threshold: float) -> Judgement:
     band = threshold / 100.0
     if low > 1.0 + band:
-        judgement = Judgement.SLOWER
-    elif high < 1.0 - band:
-        judgement = Judgement.FASTER
-    elif low >= 1.0 - band and high <= 1.0 + band:
-        judgement = Judgement.SAME
-    else:
-        judgement = Judgement.AMBIGUOUS
-    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same)
+        return Judgement.SLOWER
+    if high < 1.0 - band:
+        return Judgement.FASTER
+    if low >= 1.0 - band and high <= 1.0 + band:
+        return Judgement.SAME
+    return Judgement.AMBIGUOUS
