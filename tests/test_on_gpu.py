@@ -103,6 +103,12 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     assert once.outcome is Outcome.FAILED, once
     assert "the output was right on the first launch and wrong after" in once.message, once
     assert "poisoned with 0x5A bytes this time" in once.message  # the re-run wrote nothing
+    replay = cells["replays_result", "n1048576"]  # right for the inputs it saw, kept and replayed
+    assert replay.outcome is Outcome.FAILED, replay
+    assert "on fresh inputs (seed" in replay.message, replay.message
+    assert "'y' holds, bit for bit, what the kernel wrote for the inputs it was verified on" in (
+        replay.message
+    )
     unwritten = cells["unwritten_nan", "n1024"]  # NaN where NaN is expected, but never written
     assert unwritten.outcome is Outcome.FAILED, unwritten
     assert "poisoned with 0x5A bytes this time" in unwritten.message, unwritten.message

@@ -54,6 +54,12 @@ def seed_of(kernel: Kernel, case: Case) -> int:
     return zlib.crc32(f"{kernel.classname}/{case.name}".encode())
 
 
+def fresh_seed_of(kernel: Kernel, case: Case) -> int:
+    """The seed of the inputs the case is checked on after timing: inputs the kernel was never
+    given before, so a result remembered from the timed launches cannot pass for a new one."""
+    return zlib.crc32(f"{kernel.classname}/{case.name}/fresh".encode())
+
+
 def describe_exception(error: BaseException) -> tuple[str, str]:
     """(one line for the message, the traceback for the cell's detail)."""
     return f"{type(error).__name__}: {error}", "".join(traceback.format_exception(error))
@@ -133,6 +139,8 @@ class GpuRuntime:
         self._ahead = ThreadPoolExecutor(
             AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
         )
+        # The fresh inputs' host work of the case on the GPU, made while it is verified and timed
+        self._fresh = ThreadPoolExecutor(1, initializer=lambda: Device(ordinal).set_current())
         self._prepared: dict[tuple, Future] = {}  # host work begun, by its case's key
         self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
@@ -176,8 +184,17 @@ class GpuRuntime:
             return cell, False
         prepared = self._prepared.pop((kernel.classname, case.name, binary), None)
         self._prepare_ahead(upcoming[:AHEAD_CASES])
+        fresh = (
+            self._fresh.submit(self._host_work, kernel, case, module, fresh_seed_of(kernel, case))
+            if timed
+            else None
+        )
         host = prepared.result() if prepared else self._host_work(kernel, case, module)
-        return self._run_case(kernel, case, module, cell, timed, host)
+        try:
+            return self._run_case(kernel, case, module, cell, host, fresh)
+        finally:
+            if fresh is not None:
+                fresh.cancel()  # not needed when the case failed before timing
 
     def _prepare_ahead(self, upcoming: tuple[Upcoming, ...]) -> None:
         """Begin what is not begun of `upcoming`; drop what was begun for cases no longer
@@ -197,9 +214,11 @@ class GpuRuntime:
             return _HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)
         return self._host_work(upcoming.kernel, upcoming.case, module)
 
-    def _host_work(self, kernel: Kernel, case: Case, module: Module) -> _HostWork:
+    def _host_work(
+        self, kernel: Kernel, case: Case, module: Module, seed: int | None = None
+    ) -> _HostWork:
         started = time.monotonic()
-        rng = np.random.default_rng(seed_of(kernel, case))
+        rng = np.random.default_rng(seed_of(kernel, case) if seed is None else seed)
         try:
             limits = self._limits(module)
             problem = _spec_step(kernel, "setup", kernel.spec.setup, case, rng, limits)
@@ -214,8 +233,16 @@ class GpuRuntime:
         return _HostWork(problem, expected, None, made - started, time.monotonic() - made)
 
     def _run_case(
-        self, kernel: Kernel, case: Case, module: Module, cell: Cell, timed: bool, host: _HostWork
+        self,
+        kernel: Kernel,
+        case: Case,
+        module: Module,
+        cell: Cell,
+        host: _HostWork,
+        fresh: Future[_HostWork] | None,
     ) -> tuple[Cell, bool]:
+        """`fresh`: the host work of inputs the kernel never saw, to check it on after timing;
+        None: untimed, the case runs once."""
         started = time.monotonic()
         healthy = True
         cell.seed = seed_of(kernel, case)
@@ -223,18 +250,21 @@ class GpuRuntime:
         spent = _Spent()
         try:
             workspace, verified = self._check(kernel, case, module, cell, host, spent)
-            if timed and cell.outcome is Outcome.PASSED:
+            if fresh is not None and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
+                inputs = workspace.problem.inputs
                 work = _spec_step(kernel, "work", kernel.spec.work, seen)
                 with spent.on("timing"):
                     timing = self.measure(workspace.run, workspace.reset_scratch)
                 cell.timing = timing
                 cell.throughput = throughput(work, timing.median_us, self.info)
-                # Timing runs other launches than the verified one: check them again, and check
-                # that what they timed is physically possible.
+                # Timing runs other launches than the verified one: check them again, on inputs
+                # the kernel never saw, and check that what they timed is physically possible.
                 launches = 1 + self.timer.warmup_runs + timing.samples
                 with spent.on("verify"):
-                    self._verify_again(workspace, verified, case, launches)
+                    self._verify_fresh(
+                        kernel, case, module, workspace, verified, fresh.result(), launches
+                    )
                 beyond_peak(work, cell.throughput, self.info)
                 if kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
@@ -245,7 +275,7 @@ class GpuRuntime:
                             measure_vendor,
                             kernel.spec.vendor,
                             seen,
-                            workspace.problem.inputs,
+                            inputs,
                             stream,
                             lambda run: self.measure(run, lambda: None),
                             timing,
@@ -314,34 +344,78 @@ class GpuRuntime:
             max_blocks_per_sm=max_blocks_per_sm,
         )
 
-    def _verify_again(
-        self, workspace: Workspace, verified: _Verified, case: Case, launches: int
+    def _verify_fresh(
+        self,
+        kernel: Kernel,
+        case: Case,
+        module: Module,
+        workspace: Workspace,
+        verified: _Verified,
+        fresh: _HostWork,
+        launches: int,
     ) -> None:
-        """Poison the outputs with the second pattern, run once more and check them; raise
-        KernelFailed when they are wrong now. An element the reference expects as NaN, left
-        unwritten, passed the first check (NaN is NaN) and fails this one.
+        """Run once more on fresh inputs (another seed, in the same buffers where the spec
+        makes the same buffers and launches of it), the outputs poisoned with the second
+        pattern, and check them against the fresh inputs' reference: raise KernelFailed when
+        they are wrong now.
 
-        An output bit-identical to the verified one (the same digest) is right and stays on the
-        device; any other is compared with the reference (a kernel with float atomics may differ
-        in its last bits and still pass).
+        A kernel that replays a result it remembered from earlier launches (keyed by its input
+        pointer, say) gives the verified inputs' outputs again, and fails saying so. An element
+        the reference expects as NaN, left unwritten, passed the first check (NaN is NaN) and
+        fails this one.
         """
+        if fresh.problem is None or fresh.expected is None:
+            raise fresh.raised or SpecError(f"{kernel.classname}: setup() made no problem")
+        expected = fresh.expected
+        check_reference_fits(kernel.classname, fresh.problem.outputs, expected)
+        if workspace.refill(fresh.problem):
+            self._check_fresh(
+                kernel, case, workspace, verified, verified.guards, expected, launches
+            )
+            return
+        # Another layout under another seed: buffers of its own, the verified ones' digests
+        # still telling a replay apart
+        other = self._upload(kernel, module, fresh.problem)
+        try:
+            guards = self.digests.of(other.guards)
+            self._check_fresh(kernel, case, other, verified, guards, expected, launches)
+        finally:
+            other.close()
+
+    def _check_fresh(
+        self,
+        kernel: Kernel,
+        case: Case,
+        workspace: Workspace,
+        verified: _Verified,
+        guards: Mapping[str, int],
+        expected: Mapping[str, np.ndarray],
+        launches: int,
+    ) -> None:
+        """The fresh run on `workspace`, refilled with the fresh problem; `expected`: its
+        reference."""
         workspace.poison_outputs(SECOND_POISON_BYTE)
         workspace.reset_scratch()
         workspace.run()
         self.stream.sync()
-        again = self.digests.of(workspace.extents(verified.digests))
-        problems = self._guards_written(workspace, verified.guards)
-        for name, digest in verified.digests.items():
-            if again[name] == digest:
-                continue
+        again = self.digests.of(workspace.extents(expected))
+        problems = self._guards_written(workspace, guards)
+        for name, want in expected.items():
             output = workspace.download(name)
-            if msg := compare(name, output, verified.expected[name], case.tolerance, self.cores):
+            if msg := compare(name, output, want, case.tolerance, self.cores):
+                if again[name] == verified.digests.get(name):
+                    msg = (
+                        f"{name!r} holds, bit for bit, what the kernel wrote for the inputs it "
+                        "was verified on: it replays a remembered result instead of computing "
+                        f"this one ({msg})"
+                    )
                 problems.append(msg)
         if problems:
+            seed = fresh_seed_of(kernel, case)
             raise KernelFailed(
-                f"the output was right on the first launch and wrong after {launches} launches "
-                f"(outputs poisoned with 0x{SECOND_POISON_BYTE:02X} bytes this time, not "
-                f"0x{POISON_BYTE:02X}): {'; '.join(problems)}"
+                f"the output was right on the first launch and wrong after {launches} launches, "
+                f"on fresh inputs (seed {seed}; outputs poisoned with 0x{SECOND_POISON_BYTE:02X} "
+                f"bytes this time, not 0x{POISON_BYTE:02X}): {'; '.join(problems)}"
             )
 
     def _check(
