@@ -4,6 +4,9 @@
     nox -s test-sm90      compile and run the sm_90a column (in its image if docker answers)
     nox -s sanitize-sm90  compile sm_90a, run compute-sanitizer over each kernel's smallest case
                           (in its image if docker answers)
+    nox -s ab-sm90 -- --base REF
+                          time the kernels whose code changed since REF against REF's build,
+                          on this GPU, after test-sm90 (in its image if docker answers)
     nox -s build-sm90     build the sm_90a image
     nox -s compile        compile every target on this machine, run nothing
     nox -s base-image     make the Debian base image locally, where no registry serves one
@@ -29,8 +32,10 @@ ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # nox loads this file by path; the harness sits beside it
 
 from harness import images  # noqa: E402
+from harness.model import revision  # noqa: E402
 from harness.model.matrix import Target, load_matrix  # noqa: E402
 from harness.model.provenance import current_commit, runner_name  # noqa: E402
+from harness.model.result import Unavailable  # noqa: E402
 
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 BACKENDS = ("auto", "host", "docker")
@@ -145,10 +150,52 @@ def _sanitize_session(target: Target):
     return session
 
 
+def _ab_session(target: Target):
+    def session(session: nox.Session) -> None:
+        backend, args = _backend(session, target)
+        if backend == "docker":
+            # The container has no git: the base's kernel trees are written out here, under the
+            # project it mounts, and named to it.
+            args = _base_tree_args(session, args)
+            _in_image(session, target, ["ab", target.name, *args])
+            return
+        _install(session, "-r", "requirements.txt", *target.toolkit.wheels)
+        session.run("python", "-m", "harness", "ab", target.name, *args)
+
+    session.__doc__ = (
+        f"Time {target.name}'s changed kernels against a base commit (-- --base REF) on this GPU."
+    )
+    return session
+
+
+def _base_tree_args(session: nox.Session, args: list[str]) -> list[str]:
+    """`--base REF` in `args` replaced by the folder its kernel trees were written to, inside
+    the project, and the commit it resolved to."""
+    if "--base" not in args:
+        return args
+    at = args.index("--base")
+    ref = args[at + 1] if at + 1 < len(args) else ""
+    rest = args[:at] + args[at + 2 :]
+    commit = revision.resolve_commit(ROOT, ref)
+    if isinstance(commit, Unavailable):
+        session.log(f"ab: {commit.why}: every kernel is judged NEW")
+        return [*rest, "--base-tree", str(ROOT / ".cache" / "ab" / "none"), "--base-commit", ref]
+    roots = _kernel_roots(rest)
+    tree = revision.extract(ROOT, commit, roots, ROOT / ".cache" / "ab")
+    mounted = Path(images.CONTAINER_SOURCE) / tree.folder.relative_to(ROOT)
+    return [*rest, "--base-tree", str(mounted), "--base-commit", commit]
+
+
+def _kernel_roots(args: list[str]) -> list[Path]:
+    roots = [ROOT / args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--kernels"]
+    return roots or [ROOT / "kernels"]
+
+
 for _target in MATRIX.targets.values():
     nox.session(name=f"build-{_target.session}", venv_backend="none")(_build_session(_target))
     nox.session(name=f"test-{_target.session}")(_test_session(_target))
     nox.session(name=f"sanitize-{_target.session}")(_sanitize_session(_target))
+    nox.session(name=f"ab-{_target.session}")(_ab_session(_target))
 
 
 @nox.session(name="compile")

@@ -1,6 +1,7 @@
 """Command line: `python -m harness test sm_90a`, `python -m harness compile`,
-`python -m harness sanitize sm_90a`, `python -m harness report`: the arguments parsed here, each
-command run by its module of harness.commands.
+`python -m harness sanitize sm_90a`, `python -m harness ab sm_90a --base main`,
+`python -m harness report`: the arguments parsed here, each command run by its module of
+harness.commands.
 
 Exit status: 0 when no cell failed or errored, 1 when one did, 2 when the matrix itself is
 unusable (the message names the file and line) or the kernel trees and -k select no kernel.
@@ -12,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.commands import ab as ab_command
 from harness.commands import compile as compile_command
 from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
@@ -24,6 +26,7 @@ COMMANDS = {
     "sanitize": sanitize_command.main,
     "compile": compile_command.main,
     "report": report_command.main,
+    "ab": ab_command.main,
 }
 
 
@@ -48,6 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"
     )
     sanitize.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    ab = commands.add_parser(
+        "ab",
+        parents=[common],
+        help="time the changed kernels against a base commit's build on this GPU",
+    )
+    ab.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    ab.add_argument("--base", help="the base: a git ref of this repository")
+    ab.add_argument("--base-tree", type=Path, help="the base's files, laid out as the project")
+    ab.add_argument("--base-commit", default="", help="the commit --base-tree holds")
+    ab.add_argument(
+        "--all", action="store_true", help="time unchanged kernels too (an A/A of the same code)"
+    )
     build = commands.add_parser("compile", parents=[common], help="compile, run nothing")
     build.add_argument("targets", nargs="*", help="default: every target")
     report = commands.add_parser("report", help="merge reports; summary, dashboard, history")

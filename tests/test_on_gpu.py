@@ -258,3 +258,36 @@ def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
     assert digest_of(raw) == first
     few = digest.Digests(device, stream, 1)
     assert few.of({"data": (buffer, raw.nbytes)}) == {"data": first}
+
+
+def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
+    matrix, toolchain, gpu, tmp_path
+):
+    from harness.commands.ab import compare_target
+    from harness.model.matrix import ABSettings
+    from harness.model.result import ABJudgement, Outcome
+    from harness.model.revision import BaseTree
+
+    head, base = tmp_path / "project" / "kernels", tmp_path / "base" / "kernels"
+    for tree in (head, base):
+        for name in ("add_one", "big_smem"):
+            shutil.copytree(PLANTED / "planted" / name, tree / "planted" / name)
+    wrong = base / "planted" / "add_one" / "add_one.cu"  # the base adds 2: it fails its check
+    wrong.write_text(wrong.read_text().replace("+ 1.0f", "+ 2.0f"))
+    quick = dataclasses.replace(matrix, ab=ABSettings(rounds=12, samples=3, budget_s=2.0))
+    options = RunOptions(
+        matrix.targets["sm_90a"], (head,), tmp_path / "reports", tmp_path / "cache", runner="t"
+    )
+    report = run_target(quick, options, toolchain, [gpu]).report
+    assert all(c.outcome is not Outcome.FAILED for c in report.cells)
+    tree = BaseTree("base", base.parent, head.parent)
+
+    found = compare_target(quick, options, report, tree, toolchain, [gpu], everything=True)
+
+    failing = found["planted.add_one", "n1000"]
+    assert failing.judgement is ABJudgement.NOT_RUN, failing
+    assert failing.why.startswith("the base's build fails its check on this case: y:"), failing
+    same = found["planted.big_smem", "blocks4"]  # the same code: measured, and alike
+    assert same.judgement in (ABJudgement.SAME, ABJudgement.AMBIGUOUS), same
+    assert 0.9 < same.ratio < 1.1 and same.low <= same.ratio <= same.high, same
+    assert same.rounds >= 6 and same.same_inputs is True, same

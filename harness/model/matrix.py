@@ -117,6 +117,18 @@ class TimerSettings:
 
 
 @dataclass(frozen=True)
+class ABSettings:
+    """How `ab` times a case's base and head against each other (matrix.yaml's `ab:`)."""
+
+    rounds: int  # at most this many rounds, each base, head, head, base
+    samples: int  # cold samples of each side in each of a round's four places
+    budget_s: float  # a case stops adding rounds past this (with at least MIN_ROUNDS)
+
+
+AB_DEFAULTS = ABSettings(rounds=30, samples=5, budget_s=10.0)
+
+
+@dataclass(frozen=True)
 class DevicePeaks:
     memory_gb_per_s: float
     fp32_tflops: float
@@ -140,6 +152,9 @@ class ContainerLimits:
     memory: str  # docker's --memory: "32g"
 
 
+CONTAINER = ContainerLimits(pids=4096, memory="32g")
+
+
 @dataclass(frozen=True)
 class Matrix:
     path: Path
@@ -147,7 +162,8 @@ class Matrix:
     timer: TimerSettings  # matrix.yaml's `timing:`
     devices: dict[str, DevicePeaks]
     sanitize: SanitizeDefaults
-    container: ContainerLimits = ContainerLimits(pids=4096, memory="32g")
+    container: ContainerLimits = CONTAINER
+    ab: ABSettings = AB_DEFAULTS
 
     def target(self, name: str) -> Target:
         if name in self.targets:
@@ -276,7 +292,7 @@ def load_matrix(path: Path) -> Matrix:
         root,
         "matrix",
         {"toolkits", "targets", "timing", "devices", "sanitize"},
-        frozenset({"container"}),
+        frozenset({"container", "ab"}),
     )
 
     toolkits = {}
@@ -365,8 +381,22 @@ def load_matrix(path: Path) -> Matrix:
         timer=timing,
         devices=devices,
         sanitize=_sanitize(reader, top["sanitize"]),
-        **({"container": _container(reader, top["container"])} if "container" in top else {}),
+        container=_container(reader, top["container"]) if "container" in top else CONTAINER,
+        ab=_ab(reader, top["ab"]) if "ab" in top else AB_DEFAULTS,
     )
+
+
+def _ab(reader: _Reader, node: yaml.Node) -> ABSettings:
+    fields = reader.mapping(node, "ab", {"rounds", "samples", "budget_s"})
+    settings = ABSettings(
+        rounds=reader.scalar(fields["rounds"], "ab.rounds", int),
+        samples=reader.scalar(fields["samples"], "ab.samples", int),
+        budget_s=reader.scalar(fields["budget_s"], "ab.budget_s", float),
+    )
+    if settings.rounds < 6 or settings.samples < 1 or settings.budget_s <= 0:
+        # fewer than 6 rounds give no distribution-free interval of their median
+        raise reader.fail(node, "ab: rounds must be 6 or more, samples 1 or more, budget_s > 0")
+    return settings
 
 
 def _container(reader: _Reader, node: yaml.Node) -> ContainerLimits:

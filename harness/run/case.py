@@ -86,7 +86,7 @@ class Upcoming:
 
 
 @dataclass(frozen=True)
-class _HostWork:
+class HostWork:
     """A case's host side, made on the host's cores (ahead of the GPU when the worker knows what
     comes next): its problem from setup() and its reference, or what the spec raised on the way,
     to be raised again at the case's turn (a reference that raises still lets the kernel run)."""
@@ -145,6 +145,11 @@ class GpuRuntime:
         self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
+    def quiet(self) -> contextlib.AbstractContextManager[bool]:
+        """Held while timing: the CUDA calls of host work (loading a module, an occupancy query)
+        wait for it to be released."""
+        return self._quiet
+
     def module(self, binary: Path, target: Target) -> Module:
         with self._quiet:
             if binary not in self._modules:
@@ -185,11 +190,11 @@ class GpuRuntime:
         prepared = self._prepared.pop((kernel.classname, case.name, binary), None)
         self._prepare_ahead(upcoming[:AHEAD_CASES])
         fresh = (
-            self._fresh.submit(self._host_work, kernel, case, module, fresh_seed_of(kernel, case))
+            self._fresh.submit(self.host_work, kernel, case, module, fresh_seed_of(kernel, case))
             if timed
             else None
         )
-        host = prepared.result() if prepared else self._host_work(kernel, case, module)
+        host = prepared.result() if prepared else self.host_work(kernel, case, module)
         try:
             return self._run_case(kernel, case, module, cell, host, fresh)
         finally:
@@ -206,31 +211,31 @@ class GpuRuntime:
             if key not in self._prepared:
                 self._prepared[key] = self._ahead.submit(self._host_work_ahead, one)
 
-    def _host_work_ahead(self, upcoming: Upcoming) -> _HostWork:
+    def _host_work_ahead(self, upcoming: Upcoming) -> HostWork:
         try:
             module = self.module(upcoming.binary, upcoming.target)
         except Exception as error:  # its own run_case reports it when it loads it again
             message, detail = describe_exception(error)
-            return _HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)
-        return self._host_work(upcoming.kernel, upcoming.case, module)
+            return HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)
+        return self.host_work(upcoming.kernel, upcoming.case, module)
 
-    def _host_work(
+    def host_work(
         self, kernel: Kernel, case: Case, module: Module, seed: int | None = None
-    ) -> _HostWork:
+    ) -> HostWork:
         started = time.monotonic()
         rng = np.random.default_rng(seed_of(kernel, case) if seed is None else seed)
         try:
             limits = self._limits(module)
             problem = _spec_step(kernel, "setup", kernel.spec.setup, case, rng, limits)
         except CellError as raised:
-            return _HostWork(None, None, raised, time.monotonic() - started, 0.0)
+            return HostWork(None, None, raised, time.monotonic() - started, 0.0)
         made = time.monotonic()
         seen = problem.case_seen_by(case)
         try:
             expected = _spec_step(kernel, "reference", kernel.spec.reference, seen, problem.inputs)
         except CellError as raised:
-            return _HostWork(problem, None, raised, made - started, time.monotonic() - made)
-        return _HostWork(problem, expected, None, made - started, time.monotonic() - made)
+            return HostWork(problem, None, raised, made - started, time.monotonic() - made)
+        return HostWork(problem, expected, None, made - started, time.monotonic() - made)
 
     def _run_case(
         self,
@@ -238,8 +243,8 @@ class GpuRuntime:
         case: Case,
         module: Module,
         cell: Cell,
-        host: _HostWork,
-        fresh: Future[_HostWork] | None,
+        host: HostWork,
+        fresh: Future[HostWork] | None,
     ) -> tuple[Cell, bool]:
         """`fresh`: the host work of inputs the kernel never saw, to check it on after timing;
         None: untimed, the case runs once."""
@@ -302,12 +307,12 @@ class GpuRuntime:
 
     def prepare(self, kernel: Kernel, case: Case, module: Module) -> Workspace:
         """The case's problem set up on the device from its seeded inputs, not yet run."""
-        host = self._host_work(kernel, case, module)
+        host = self.host_work(kernel, case, module)
         if host.problem is None:
             raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
-        return self._upload(kernel, module, host.problem)
+        return self.upload(kernel, module, host.problem)
 
-    def _upload(self, kernel: Kernel, module: Module, problem: Problem) -> Workspace:
+    def upload(self, kernel: Kernel, module: Module, problem: Problem) -> Workspace:
         """The problem's buffers and launches on the device; a problem the launches cannot be
         made of (a buffer name unknown, an argument of the wrong type) is the spec's error."""
         try:
@@ -351,7 +356,7 @@ class GpuRuntime:
         module: Module,
         workspace: Workspace,
         verified: _Verified,
-        fresh: _HostWork,
+        fresh: HostWork,
         launches: int,
     ) -> None:
         """Run once more on fresh inputs (another seed, in the same buffers where the spec
@@ -375,7 +380,7 @@ class GpuRuntime:
             return
         # Another layout under another seed: buffers of its own, the verified ones' digests
         # still telling a replay apart
-        other = self._upload(kernel, module, fresh.problem)
+        other = self.upload(kernel, module, fresh.problem)
         try:
             guards = self.digests.of(other.guards)
             self._check_fresh(kernel, case, other, verified, guards, expected, launches)
@@ -424,7 +429,7 @@ class GpuRuntime:
         case: Case,
         module: Module,
         cell: Cell,
-        host: _HostWork,
+        host: HostWork,
         spent: _Spent,
     ) -> tuple[Workspace, _Verified]:
         """Run once and verify; sets the cell failed with the reasons. Returns the workspace,
@@ -432,7 +437,7 @@ class GpuRuntime:
         if host.problem is None:
             raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
         with spent.on("upload"):
-            workspace = self._upload(kernel, module, host.problem)
+            workspace = self.upload(kernel, module, host.problem)
         problem = workspace.problem
         entry = problem.launches[0].entry
         cell.loaded_as = module.entry(entry).loaded_as
@@ -494,7 +499,7 @@ class _Spent:
         finally:
             self.seconds[stage] += time.monotonic() - started
 
-    def stages(self, host: _HostWork) -> Stages:
+    def stages(self, host: HostWork) -> Stages:
         return Stages(
             setup_s=round(host.setup_s + self.seconds["upload"], 6),
             reference_s=round(host.reference_s, 6),

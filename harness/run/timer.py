@@ -163,6 +163,40 @@ class ClockProbe:
         return (stop_clock - start_clock) / max(stop_ns - start_ns, 1) * 1e3
 
 
+class ColdSampler:
+    """One cold sample at a time of whatever `run` enqueues: L2 flushed, the stream gated while
+    the flush, the probe, the events and the run are enqueued, then released and waited for."""
+
+    def __init__(
+        self, stream: Stream, flush: Buffer, gate: StreamGate, probe: ClockProbe | None = None
+    ):
+        self.stream, self.flush, self.gate, self.probe = stream, flush, gate, probe
+        options = EventOptions(timing_enabled=True)
+        # recorded again each sample: no event churn
+        self._begin = stream.device.create_event(options)
+        self._end = stream.device.create_event(options)
+        self.count = 0
+
+    def sample(self, run: Callable[[], None], before_each: Callable[[], None]) -> float:
+        """The microseconds of one run; `before_each` resets state first, untimed."""
+        before_each()  # may wait on the stream: before the gate closes
+        self.gate.hold(self.stream)
+        try:
+            self.flush.fill(self.count & 0xFF, stream=self.stream)
+            if self.probe:
+                self.probe.start(self.stream)
+            self.stream.record(self._begin)
+            run()
+            self.stream.record(self._end)
+            if self.probe:
+                self.probe.stop(self.stream)
+        finally:
+            self.gate.release()
+        self.stream.sync()
+        self.count += 1
+        return (self._end - self._begin) * 1000.0
+
+
 def measure(
     run: Callable[[], None],
     before_each: Callable[[], None],
@@ -183,28 +217,13 @@ def measure(
         before_each()
         run()
     stream.sync()
-    options = EventOptions(timing_enabled=True)
-    begin = stream.device.create_event(options)  # recorded again each sample: no event churn
-    end = stream.device.create_event(options)
+    sampler = ColdSampler(stream, flush, gate, probe)
     samples: list[float] = []
     noise = RunningNoise()
     clocks: list[float] = []
     throttled = 0
     while len(samples) < defaults.max_samples:
-        before_each()  # may wait on the stream: before the gate closes
-        gate.hold(stream)
-        try:
-            flush.fill(len(samples) & 0xFF, stream=stream)
-            if probe:
-                probe.start(stream)
-            stream.record(begin)
-            run()
-            stream.record(end)
-            if probe:
-                probe.stop(stream)
-        finally:
-            gate.release()
-        stream.sync()
+        sample_us = sampler.sample(run, before_each)
         spent = time.monotonic() - started
         if probe:
             clock = probe.mhz()
@@ -214,7 +233,7 @@ def measure(
                 time.sleep(RECOVERY_S)  # let the GPU cool down before the next sample
                 continue
             clocks.append(clock)
-        samples.append((end - begin) * 1000.0)
+        samples.append(sample_us)
         noise.add(samples[-1])
         enough = len(samples) >= defaults.min_samples
         if enough and noise.pct() <= defaults.noise_target_pct:

@@ -1,0 +1,332 @@
+"""`ab <target> --base REF`: each case whose code changed since the base commit, timed against
+the base's build on this GPU, interleaved; the verdicts go into the target's report.
+
+The report is the one `test` wrote for the target (its cells are the head's). The base's kernel
+trees come from git (`--base REF`), or from a folder laid out as the project is
+(`--base-tree DIR --base-commit SHA`: what a container without git is given). Both sides are
+compiled by this toolchain into the same cache. A kernel whose code identity equals the base's
+is IDENTICAL and not timed (`--all` times it anyway: an A/A of unchanged code); one the base
+lacks is NEW; one the base cannot build, set up, verify or run is NOT_RUN, saying why. Nothing
+of the report's own cells changes but their `ab`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.commands import environment
+from harness.commands.stage import (
+    Build,
+    RunOptions,
+    check_selection,
+    compile_stage,
+    load_kernels,
+    report_stem,
+    runnable_binary,
+)
+from harness.compile.nvcc import Compiled, failure_line
+from harness.compile.toolchain import Toolchain
+from harness.model.discovery import Kernel, kernel_folders
+from harness.model.matrix import Matrix
+from harness.model.provenance import runner_name
+from harness.model.result import (
+    ABComparison,
+    ABJudgement,
+    Cell,
+    CellError,
+    CellKind,
+    Outcome,
+    Provenance,
+    Report,
+    ReportError,
+    Unavailable,
+)
+from harness.model.revision import BaseTree, extract, resolve_commit
+from harness.report import store
+from harness.report.verdict import ab_threshold_pct, judge_paired
+from harness.run import worker
+from harness.run.device import DeviceInfo
+from harness.run.paired import PairTiming
+from harness.run.pool import WorkerFault, WorkerPool
+from harness.run.worker import PairJob, WorkerSetup
+
+
+@dataclass(frozen=True)
+class _Base:
+    """The base commit's side of one kernel: its loaded spec and build, or why there is none
+    to time (`missing`: NEW; `broken`: NOT_RUN)."""
+
+    kernel: Kernel | None = None
+    build: Build | None = None
+    missing: str = ""
+    broken: str = ""
+
+
+def compare_target(
+    matrix: Matrix,
+    options: RunOptions,
+    report: Report,
+    base: BaseTree | Unavailable,
+    toolchain: Toolchain | Unavailable,
+    devices: Sequence[DeviceInfo] | Unavailable,
+    everything: bool = False,
+) -> dict[tuple[str, str], ABComparison]:
+    """The A/B of every passed case cell of `report` against `base`, by (classname, case)."""
+    target = options.target
+    where = report.provenance
+    device = devices if isinstance(devices, Unavailable) else devices[0]
+    head_folders = check_selection(options.kernels_roots, options.select)
+    head_kernels, _ = load_kernels(head_folders, matrix.timer.case_timeout_s, target, where)
+    head = compile_stage(
+        target=target,
+        kernels=head_kernels,
+        toolchain=toolchain,
+        cache_dir=options.cache_dir,
+        where=where,
+        run_cells=lambda kernel: [],
+    )
+    bases = _base_kernels(matrix, options, base, toolchain, where, head_kernels)
+    commit = base.commit if isinstance(base, BaseTree) else "none"
+    passed = {
+        (cell.classname, cell.case)
+        for cell in report.cells
+        if cell.kind is CellKind.CASE and cell.outcome is Outcome.PASSED
+    }
+    found: dict[tuple[str, str], ABComparison] = {}
+    jobs: list[tuple[tuple[str, str], PairJob]] = []
+    for kernel in head.kernels:
+        cases = [c for c in kernel.spec.cases if (kernel.classname, c.name) in passed]
+        plan = _plan(head.builds[kernel.classname], bases[kernel.classname], commit)
+        for case in cases:
+            key = (kernel.classname, case.name)
+            if isinstance(plan, ABComparison):
+                found[key] = plan
+            elif case.name not in {c.name for c in plan.kernel.spec.cases}:
+                found[key] = ABComparison(commit, ABJudgement.NEW, "the base has no such case")
+            elif plan.identical and not everything:
+                found[key] = ABComparison(
+                    commit,
+                    ABJudgement.IDENTICAL,
+                    "the base's code identity is the head's",
+                    base_code_identity=plan.code,
+                )
+            else:
+                try:
+                    base_binary = runnable_binary(target, device, plan.build)
+                    head_binary = runnable_binary(target, device, head.builds[kernel.classname])
+                except CellError as cannot:
+                    found[key] = ABComparison(commit, ABJudgement.NOT_RUN, str(cannot))
+                    continue
+                job = PairJob(
+                    plan.kernel.spec_file,
+                    kernel.spec_file,
+                    case.name,
+                    target,
+                    base_binary,
+                    head_binary,
+                    matrix.ab,
+                )
+                jobs.append((key, job))
+    if jobs and not isinstance(devices, Unavailable):
+        found.update(_time_pairs(jobs, devices[0], matrix, commit, bases))
+    return found
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A kernel both sides have and build: the base's kernel and build, and whether its code is
+    the head's."""
+
+    kernel: Kernel
+    build: Compiled
+    identical: bool
+    code: str | None  # the base's code identity
+
+
+def _plan(head_build: Build, base: _Base, commit: str) -> _Plan | ABComparison:
+    """How a kernel's cases are compared: timed against the base's build, or, where there is
+    none to time, what every case of it gets (NEW, NOT_RUN) and why."""
+    build = base.build
+    if base.missing:
+        return ABComparison(commit, ABJudgement.NEW, base.missing)
+    if base.broken or base.kernel is None or build is None:
+        return ABComparison(commit, ABJudgement.NOT_RUN, base.broken or "no base build")
+    if isinstance(build, Unavailable):
+        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base was not compiled: {build.why}")
+    if build.binary is None:
+        line = failure_line(build.log)
+        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base's build failed: {line}")
+    head_code = head_build.code_identity if isinstance(head_build, Compiled) else None
+    identical = head_code is not None and head_code == build.code_identity
+    return _Plan(base.kernel, build, identical, build.code_identity)
+
+
+def _base_kernels(
+    matrix: Matrix,
+    options: RunOptions,
+    base: BaseTree | Unavailable,
+    toolchain: Toolchain | Unavailable,
+    where: Provenance,
+    head_kernels: list[Kernel],
+) -> dict[str, _Base]:
+    """The base side of each head kernel, by classname."""
+    if isinstance(base, Unavailable):
+        return {k.classname: _Base(missing=f"no base: {base.why}") for k in head_kernels}
+    folders = []
+    outside = {}
+    for root in options.kernels_roots:
+        base_root = base.root_of(Path(root))
+        if isinstance(base_root, Unavailable):
+            outside.update({f.classname: base_root.why for f in kernel_folders(Path(root))})
+        elif base_root.is_dir():
+            folders += kernel_folders(base_root, options.select)
+    loaded, broken_cells = load_kernels(folders, matrix.timer.case_timeout_s, options.target, where)
+    broken = {cell.classname: cell.message for cell in broken_cells}
+    stage = compile_stage(
+        target=options.target,
+        kernels=loaded,
+        toolchain=toolchain,
+        cache_dir=options.cache_dir,
+        where=where,
+        run_cells=lambda kernel: [],
+    )
+    by_name = {k.classname: k for k in loaded}
+    sides = {}
+    for kernel in head_kernels:
+        name = kernel.classname
+        if name in outside:
+            sides[name] = _Base(missing=f"no base: {outside[name]}")
+        elif name in broken:
+            sides[name] = _Base(broken=f"the base's spec cannot be used: {broken[name]}")
+        elif name not in by_name:
+            sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
+        elif name not in stage.builds:
+            needs = by_name[name].spec.requires
+            sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
+        else:
+            sides[name] = _Base(by_name[name], stage.builds[name])
+    return sides
+
+
+def _time_pairs(
+    jobs: list[tuple[tuple[str, str], PairJob]],
+    device: DeviceInfo,
+    matrix: Matrix,
+    commit: str,
+    bases: dict[str, _Base],
+) -> dict[tuple[str, str], ABComparison]:
+    """Each job timed in a GPU worker (a fault costs its own case and a fresh worker), judged."""
+    found = {}
+    setup = WorkerSetup(device, matrix.timer)
+    timeout_s = matrix.timer.case_timeout_s + matrix.ab.budget_s
+    with WorkerPool(worker.start, worker.serve, setup) as pool:
+        for key, job in jobs:
+            try:
+                timing: PairTiming = pool.run(job, timeout_s)
+            except WorkerFault as fault:
+                timing = PairTiming(why=f"the A/B's worker failed: {fault}")
+            code = bases[key[0]].build
+            identity = code.code_identity if isinstance(code, Compiled) else None
+            found[key] = _judged(timing, commit, identity)
+            print(_line(key, found[key]), flush=True)
+    return found
+
+
+def _judged(timing: PairTiming, commit: str, base_code: str | None) -> ABComparison:
+    if timing.why or not timing.ratios:
+        return ABComparison(
+            commit, ABJudgement.NOT_RUN, timing.why or "no rounds", base_code_identity=base_code
+        )
+    assert timing.base_median_us is not None and timing.head_median_us is not None
+    threshold = ab_threshold_pct(min(timing.base_median_us, timing.head_median_us))
+    ratio, low, high, judgement = judge_paired(timing.ratios, threshold)
+    return ABComparison(
+        base_commit=commit,
+        judgement=ABJudgement(judgement.value),
+        why="" if timing.same_inputs else "the specs make different problems: each on its own",
+        ratio=ratio,
+        low=low,
+        high=high,
+        threshold_pct=threshold,
+        rounds=len(timing.ratios),
+        base_median_us=timing.base_median_us,
+        head_median_us=timing.head_median_us,
+        same_inputs=timing.same_inputs,
+        base_code_identity=base_code,
+    )
+
+
+def _line(key: tuple[str, str], ab: ABComparison) -> str:
+    name = f"{key[0]}::{key[1]}"
+    if ab.ratio is not None:
+        return (
+            f"  {ab.judgement.value:9} {name}  {ab.ratio:.4f} ({ab.low:.4f}-{ab.high:.4f}), "
+            f"threshold {ab.threshold_pct:.2f} %, {ab.rounds} rounds, "
+            f"{ab.base_median_us:.2f} -> {ab.head_median_us:.2f} us"
+        )
+    return f"  {ab.judgement.value:9} {name}  -- {ab.why}"
+
+
+def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unavailable:
+    """The base's kernel trees: the folder given (`--base-tree`), or the commit `--base`
+    names, written out of git under the cache's `ab/` folder."""
+    if args.base_tree:
+        return BaseTree(args.base_commit or str(args.base_tree), args.base_tree, environment.ROOT)
+    commit = resolve_commit(environment.ROOT, args.base)
+    if isinstance(commit, Unavailable):
+        return commit
+    into = Path(options.cache_dir).parent / "ab"
+    return extract(environment.ROOT, commit, list(map(Path, options.kernels_roots)), into)
+
+
+def _head_report(files: store.ReportFiles) -> Report:
+    try:
+        return Report.from_json(json.loads(files.json.read_text()), files.json)
+    except FileNotFoundError:
+        raise environment.Unusable(
+            f"{files.json}: no report to add the A/B to: run `test` for this target first"
+        ) from None
+    except (OSError, ValueError, ReportError) as error:
+        raise environment.Unusable(f"{files.json}: cannot be read: {error}") from error
+
+
+def main(args: argparse.Namespace) -> int:
+    """`ab <target> --base REF`: the A/B of the changed kernels, written into the report."""
+    if not args.base and not args.base_tree:
+        raise environment.Unusable("ab: name the base: --base REF, or --base-tree DIR")
+    matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
+    options = environment.run_options(args, target)
+    files = store.report_files(options.reports_dir, report_stem("junit", target, options.select))
+    report = _head_report(files)
+    base = base_tree(args, options)
+    if isinstance(base, Unavailable):
+        print(f"ab: no base to compare with ({base.why}): every kernel is judged NEW")
+    else:
+        print(f"ab: {target.name} against {base.commit} ({base.folder})")
+    nvcc = environment.toolchain()
+    gpus = environment.devices(matrix)
+    found = compare_target(matrix, options, report, base, nvcc, gpus, args.all)
+    _record(report, found)
+    store.write(files, report)
+    counts = Counter(ab.judgement.value for ab in found.values())
+    for key, ab in sorted(found.items()):
+        if not ab.judgement.measured:
+            if ab.judgement is not ABJudgement.IDENTICAL:
+                print(_line(key, ab))
+    print(
+        f"ab {target.name} on {runner_name(options.runner)}: "
+        + ", ".join(f"{n} {j}" for j, n in sorted(counts.items()))
+        + f"; written to {files.json}"
+    )
+    return 0
+
+
+def _record(report: Report, found: dict[tuple[str, str], ABComparison]) -> None:
+    cells: list[Cell] = [c for c in report.cells if c.kind is CellKind.CASE]
+    for cell in cells:
+        cell.ab = found.get((cell.classname, cell.case), cell.ab)

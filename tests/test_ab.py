@@ -1,0 +1,161 @@
+"""`ab` without a GPU: the base's trees out of git, and what each case of the head is judged
+when there is nothing to time (IDENTICAL, NEW, NOT_RUN with why); the timing itself is
+tests/test_on_gpu.py's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.__main__ import main
+from harness.commands.ab import compare_target
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
+from harness.model.matrix import MatrixError, load_matrix
+from harness.model.result import ABJudgement, CellKind, Outcome, Report, Unavailable
+from harness.model.revision import BaseTree, extract, resolve_commit
+from harness.report import store
+from tests.conftest import PLANTED, ROOT
+
+KERNELS = ("add_one", "needs_sm90", "big_smem", "cluster_at_launch")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+def _tree(into: Path) -> Path:
+    """A kernels tree of four planted kernels, chapter `planted`."""
+    for name in KERNELS:
+        shutil.copytree(PLANTED / "planted" / name, into / "planted" / name)
+    return into
+
+
+def _head_report(matrix, toolchain, cache, kernels: Path, reports: Path) -> Report:
+    """The head's report as `test` leaves it, with every case passed (as on a GPU)."""
+    options = RunOptions(matrix.targets["sm_90a"], (kernels,), reports, cache, runner="t")
+    result = run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    report = result.report
+    for cell in report.cells:
+        if cell.kind is CellKind.CASE:
+            cell.outcome, cell.skip_reason, cell.message = Outcome.PASSED, None, ""
+    store.write(result.files, report)
+    return report
+
+
+def test_the_base_is_written_out_of_git_and_a_ref_that_names_nothing_says_so(tmp_path):
+    project = tmp_path / "project"
+    _tree(project / "kernels")
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "commit", "-qm", "base")
+    base = _git(project, "rev-parse", "HEAD")
+    source = project / "kernels" / "planted" / "add_one" / "add_one.cu"
+    source.write_text(source.read_text().replace("+ 1.0f", "+ 2.0f"))
+    _git(project, "commit", "-qam", "head")
+
+    assert resolve_commit(project, "HEAD~1") == base
+    tree = extract(project, base, [project / "kernels", tmp_path / "elsewhere"], tmp_path / "ab")
+    assert tree.commit == base
+    assert (
+        "+ 1.0f" in (tree.root_of(project / "kernels") / "planted/add_one/add_one.cu").read_text()
+    )
+    outside = tree.root_of(tmp_path / "elsewhere")
+    assert isinstance(outside, Unavailable) and "outside the project" in outside.why
+    missing = resolve_commit(project, "no-such-branch")
+    assert isinstance(missing, Unavailable) and "'no-such-branch' is not a commit" in missing.why
+
+
+def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compile_cache, tmp_path):
+    project = tmp_path / "project"
+    head = _tree(project / "kernels")
+    base = tmp_path / "base"
+    _tree(base / "kernels")
+    shutil.rmtree(base / "kernels" / "planted" / "big_smem")  # new in the head
+    unchanged = head / "planted" / "add_one" / "add_one.cu"  # a comment changes no code
+    unchanged.write_text(unchanged.read_text() + "\n// a comment\n")
+    broken = base / "kernels" / "planted" / "cluster_at_launch" / "cluster_at_launch.cu"
+    broken.write_text(broken.read_text() + "\nthis is not C++;\n")
+    spec = base / "kernels" / "planted" / "add_one" / "spec.py"  # the base lacks case n1
+    spec.write_text(spec.read_text().replace(', Case("n1", {"n": 1})', ","))
+    different = head / "planted" / "needs_sm90" / "needs_sm90.cu"
+    different.write_text(different.read_text().replace("threadIdx.x == 0", "threadIdx.x == 1"))
+    report = _head_report(matrix, toolchain, compile_cache, head, tmp_path / "reports")
+    options = RunOptions(matrix.targets["sm_90a"], (head,), tmp_path / "r", compile_cache)
+    tree = BaseTree("b" * 40, base, project)
+    no_gpu = Unavailable("no GPU in this test")
+
+    found = compare_target(matrix, options, report, tree, toolchain, no_gpu)
+
+    judged = {(k.split(".")[1], case): ab for (k, case), ab in found.items()}
+    assert judged["add_one", "n1000"].judgement is ABJudgement.IDENTICAL, judged[
+        "add_one", "n1000"
+    ].why
+    assert judged["add_one", "n1000"].base_code_identity
+    assert judged["add_one", "n1"].judgement is ABJudgement.NEW
+    assert judged["add_one", "n1"].why == "the base has no such case"
+    assert judged["big_smem", "blocks4"].judgement is ABJudgement.NEW
+    assert "no planted.big_smem at bbbbbbbbbbbb" in judged["big_smem", "blocks4"].why
+    failed = judged["cluster_at_launch", "blocks2_cluster2"]
+    assert failed.judgement is ABJudgement.NOT_RUN
+    assert failed.why.startswith("the base's build failed: "), failed.why
+    timed = judged["needs_sm90", "blocks8"]  # its code changed: it would be timed, but no GPU
+    assert timed.judgement is ABJudgement.NOT_RUN and "no-device" in timed.why, timed
+    assert {ab.base_commit for ab in found.values()} == {"b" * 40}
+    # Every passed case of the report is judged, none twice.
+    passed = {(c.classname, c.case) for c in report.cells if c.kind is CellKind.CASE}
+    assert set(found) == passed
+
+    everything = compare_target(matrix, options, report, tree, toolchain, no_gpu, everything=True)
+    assert everything["planted.add_one", "n1000"].judgement is ABJudgement.NOT_RUN  # timed too
+
+
+def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_report(
+    matrix, toolchain, compile_cache, tmp_path, capsys
+):
+    head = _tree(tmp_path / "kernels")
+    reports = tmp_path / "reports"
+    before = _head_report(matrix, toolchain, compile_cache, head, reports)
+    args = ["ab", "sm_90a", "--base", "no-such-ref-anywhere", "--kernels", str(head)]
+    args += ["--reports", str(reports), "--cache", str(compile_cache), "--runner", "t"]
+
+    assert main(args) == 0
+
+    said = capsys.readouterr().out
+    assert "no base to compare with" in said and "every kernel is judged NEW" in said
+    after = Report.from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
+    assert [c.name for c in after.cells] == [c.name for c in before.cells]
+    assert [c.outcome for c in after.cells] == [c.outcome for c in before.cells]
+    cases = [c for c in after.cells if c.kind is CellKind.CASE]
+    assert cases and all(c.ab and c.ab.judgement is ABJudgement.NEW for c in cases)
+    assert "'no-such-ref-anywhere' is not a commit" in cases[0].ab.why
+
+
+def test_ab_without_a_report_asks_for_test_first(tmp_path, capsys):
+    args = ["ab", "sm_90a", "--base", "HEAD", "--reports", str(tmp_path)]
+    assert main(args) == 2
+    assert "run `test` for this target first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["rounds: 5", "samples: 0", "budget_s: 0"])
+def test_matrix_ab_settings_are_checked(tmp_path, bad):
+    block = "  rounds: 30\n  samples: 5\n  budget_s: 10\n"
+    text = (ROOT / "matrix.yaml").read_text()
+    assert block in text
+    key = bad.split(":")[0]
+    lines = [f"  {bad}" if line.startswith(f"  {key}:") else line for line in block.splitlines()]
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text.replace(block, "\n".join(lines) + "\n"))
+    with pytest.raises(MatrixError, match=r"matrix.yaml:\d+: ab"):  # the file, line and key
+        load_matrix(path)
