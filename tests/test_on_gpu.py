@@ -291,3 +291,33 @@ def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     assert same.judgement in (ABJudgement.SAME, ABJudgement.AMBIGUOUS), same
     assert 0.9 < same.ratio < 1.1 and same.low <= same.ratio <= same.high, same
     assert same.rounds >= 6 and same.same_inputs is True, same
+
+
+def test_a_gpu_another_process_keeps_busy_is_named_shared(matrix, toolchain, gpu, tmp_path):
+    load = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "gpu_load.py"), "120"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert load.stdout.readline().strip() == "ready"
+        options = RunOptions(
+            matrix.targets["sm_90a"], (PLANTED,), tmp_path / "r", tmp_path / "c", "add_one", "t"
+        )
+        result = run_target(matrix, options, toolchain, [gpu])
+    finally:
+        load.kill()
+        load.wait()
+    cell = next(c for c in result.cells if c.case == "n1000")
+    assert cell.outcome is Outcome.PASSED, cell.message
+    assert cell.timing.shared_gpu, cell.timing  # the samples' waits, and NVML where it can say
+    assert result.report.shared_gpu and "ran while another process used the GPU" in (
+        result.report.shared_gpu
+    )
+
+
+def test_a_gpu_of_its_own_is_not_called_shared(cells):
+    timed = [c for c in cells.values() if c.timing]
+    assert timed and not [c for c in timed if c.timing.shared_gpu], [
+        (c.name, c.timing.queued_us, c.timing.shared_gpu) for c in timed if c.timing.shared_gpu
+    ]

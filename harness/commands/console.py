@@ -108,6 +108,8 @@ def print_summary(result: RunResult) -> None:
     summary = ", ".join(f"{counts.get(o.value, 0)} {o.value}" for o in Outcome)
     detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     print(f"{result.files.xml.name}: {summary}" + (f" ({detail})" if detail else ""))
+    if result.report.shared_gpu:
+        print(f"GPU shared: {result.report.shared_gpu}")
     if result.report.wall_s is not None:
         print(time_split(result.report))
 

@@ -111,10 +111,26 @@ def run_target(
             _run_jobs(jobs, list(devices), matrix, target, where, workers, report, files)
         run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
         report.cells[compiled:] = run_cells
+    report.shared_gpu = _shared_gpu(report.cells)
     report.finished = True
     report.wall_s = round(time.monotonic() - started, 3)
     store.write(files, report)
     return RunResult(report, files, stage.fresh, stage.cached)
+
+
+def _shared_gpu(cells: list[Cell]) -> str | None:
+    """What the report says of a GPU that another process used during the run: how many timed
+    cells saw it, and the first one's why."""
+    timed = [cell for cell in cells if cell.timing]
+    shared = [cell for cell in timed if cell.timing and cell.timing.shared_gpu]
+    if not shared:
+        return None
+    first = shared[0]
+    why = first.timing.shared_gpu if first.timing else ""
+    return (
+        f"{len(shared)} of {len(timed)} timed cells ran while another process used the GPU "
+        f"(the first, {first.classname} {first.name}: {why})"
+    )
 
 
 def _case_cells(kernel: Kernel) -> list[RunCell]:

@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 # MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
 # minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
-# cell's `code_identity`; 2.6: a case cell's `ab`, a timing's and a report's `shared_gpu`)
+# cell's `code_identity`; 2.6: a case cell's `ab`, a timing's `queued_us` and `shared_gpu`, a
+# report's `shared_gpu`)
 SCHEMA_VERSION = "2.6"
 
 
@@ -130,6 +131,10 @@ class Timing:
     sm_clock_mhz: int | None = None
     wall_s: float = 0.0  # host time spent measuring
     throttled_samples: int = 0  # discarded: the clock fell below 75 % of the default
+    # The median, over the samples, of the host's wait for a sample beyond the GPU's own time
+    # for it: some microseconds on a GPU of its own, milliseconds where another process's work
+    # is scheduled in between; None: not measured
+    queued_us: float | None = None
     # why these samples were taken on a GPU that another process was using; None: none seen
     shared_gpu: str | None = None
 

@@ -8,6 +8,7 @@ report. A spec that raises is an `error` cell; a kernel that faults or computes 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -40,6 +41,7 @@ from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
 from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, Module, Workspace
 from harness.run.schedule import AHEAD_CASES
+from harness.run.sharing import Neighbours, shared_why
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
@@ -132,16 +134,17 @@ class GpuRuntime:
         self.clock = ClockProbe(info.sm_count)
         self.clock.warm(self.stream)
         self.digests = Digests(self.device, self.stream, info.sm_count)
+        self.neighbours = Neighbours(info.uuid, info.ordinal)
         self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
         # cuda.core's Device objects are per thread: the helper thread makes the context current
         # through its own.
         ordinal = info.ordinal
+        # A thread for each upcoming case's inputs, and one for its fresh inputs
         self._ahead = ThreadPoolExecutor(
-            AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
+            2 * AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
         )
-        # The fresh inputs' host work of the case on the GPU, made while it is verified and timed
-        self._fresh = ThreadPoolExecutor(1, initializer=lambda: Device(ordinal).set_current())
-        self._prepared: dict[tuple, Future] = {}  # host work begun, by its case's key
+        # host work begun, by its case's key and whether it is of the fresh inputs
+        self._prepared: dict[tuple, Future] = {}
         self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
@@ -187,13 +190,13 @@ class GpuRuntime:
             message, detail = describe_exception(error)
             cell.settle(KernelFailed(f"loading {binary.name} failed: {message}", detail))
             return cell, False
-        prepared = self._prepared.pop((kernel.classname, case.name, binary), None)
-        self._prepare_ahead(upcoming[:AHEAD_CASES])
-        fresh = (
-            self._fresh.submit(self.host_work, kernel, case, module, fresh_seed_of(kernel, case))
-            if timed
-            else None
-        )
+        key = (kernel.classname, case.name, binary)
+        prepared = self._prepared.pop((*key, False), None)
+        fresh = self._prepared.pop((*key, True), None) if timed else None
+        if timed and fresh is None:  # before the upcoming cases' work: it is needed first
+            seed = fresh_seed_of(kernel, case)
+            fresh = self._ahead.submit(self.host_work, kernel, case, module, seed)
+        self._prepare_ahead(upcoming[:AHEAD_CASES], timed)
         host = prepared.result() if prepared else self.host_work(kernel, case, module)
         try:
             return self._run_case(kernel, case, module, cell, host, fresh)
@@ -201,23 +204,29 @@ class GpuRuntime:
             if fresh is not None:
                 fresh.cancel()  # not needed when the case failed before timing
 
-    def _prepare_ahead(self, upcoming: tuple[Upcoming, ...]) -> None:
-        """Begin what is not begun of `upcoming`; drop what was begun for cases no longer
-        coming, so that at most AHEAD_CASES problems wait in memory."""
-        keys = {(u.kernel.classname, u.case.name, u.binary): u for u in upcoming}
+    def _prepare_ahead(self, upcoming: tuple[Upcoming, ...], timed: bool) -> None:
+        """Begin what is not begun of `upcoming` (timed, their fresh inputs' too); drop what was
+        begun for cases no longer coming, so that at most AHEAD_CASES cases wait in memory."""
+        variants = (False, True) if timed else (False,)
+        keys = {
+            (u.kernel.classname, u.case.name, u.binary, fresh): (u, fresh)
+            for u in upcoming
+            for fresh in variants
+        }
         for stale in set(self._prepared) - set(keys):
             self._prepared.pop(stale).cancel()
-        for key, one in keys.items():
+        for key, (one, fresh) in keys.items():
             if key not in self._prepared:
-                self._prepared[key] = self._ahead.submit(self._host_work_ahead, one)
+                self._prepared[key] = self._ahead.submit(self._host_work_ahead, one, fresh)
 
-    def _host_work_ahead(self, upcoming: Upcoming) -> HostWork:
+    def _host_work_ahead(self, upcoming: Upcoming, fresh: bool) -> HostWork:
         try:
             module = self.module(upcoming.binary, upcoming.target)
         except Exception as error:  # its own run_case reports it when it loads it again
             message, detail = describe_exception(error)
             return HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)
-        return self.host_work(upcoming.kernel, upcoming.case, module)
+        seed = fresh_seed_of(upcoming.kernel, upcoming.case) if fresh else None
+        return self.host_work(upcoming.kernel, upcoming.case, module, seed)
 
     def host_work(
         self, kernel: Kernel, case: Case, module: Module, seed: int | None = None
@@ -322,9 +331,11 @@ class GpuRuntime:
             raise SpecError(f"{kernel.classname} spec setup() raised {message}", detail) from error
 
     def measure(self, run: Callable[[], None], before_each: Callable[[], None]) -> Timing:
-        """`run` timed as every case is: cold L2, gated, throttled samples discarded."""
+        """`run` timed as every case is: cold L2, gated, throttled samples discarded; said to be
+        shared where another process used the GPU meanwhile (harness.run.sharing)."""
         with self._quiet:
-            return measure(
+            before = self.neighbours.others()
+            timing = measure(
                 run,
                 before_each,
                 self.stream,
@@ -334,6 +345,10 @@ class GpuRuntime:
                 self.clock,
                 self.info.default_sm_clock_mhz,
             )
+            after = self.neighbours.others()
+        listed = [found for found in (before, after) if isinstance(found, list)]
+        others = sorted({pid for found in listed for pid in found}) if listed else before
+        return dataclasses.replace(timing, shared_gpu=shared_why(timing, others))
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:

@@ -37,6 +37,7 @@ def summarize(
     wall_s: float = 0.0,
     clocks_mhz: Sequence[float] = (),
     throttled: int = 0,
+    queued_us: Sequence[float] = (),
 ) -> Timing:
     ordered = sorted(samples_us)
     deciles = statistics.quantiles(ordered, n=10, method="inclusive") if len(ordered) > 1 else []
@@ -49,6 +50,7 @@ def summarize(
         sm_clock_mhz=round(statistics.fmean(clocks_mhz)) if clocks_mhz else None,
         wall_s=wall_s,
         throttled_samples=throttled,
+        queued_us=round(statistics.median(queued_us), 3) if queued_us else None,
     )
 
 
@@ -165,7 +167,13 @@ class ClockProbe:
 
 class ColdSampler:
     """One cold sample at a time of whatever `run` enqueues: L2 flushed, the stream gated while
-    the flush, the probe, the events and the run are enqueued, then released and waited for."""
+    the flush, the probe, the events and the run are enqueued, then released and waited for.
+
+    `queued_us` is how much longer the host waited for the sample than the GPU spent on it,
+    flush included. On a GPU of its own that is the launch and wake-up latency (7-25 us on an
+    H200); where another process keeps the GPU busy, its work runs between ours (time-sliced)
+    and each sample waits out a slice of it (0.3-2.5 ms on an H200 running bf16 GEMMs beside).
+    """
 
     def __init__(
         self, stream: Stream, flush: Buffer, gate: StreamGate, probe: ClockProbe | None = None
@@ -173,15 +181,18 @@ class ColdSampler:
         self.stream, self.flush, self.gate, self.probe = stream, flush, gate, probe
         options = EventOptions(timing_enabled=True)
         # recorded again each sample: no event churn
+        self._flushing = stream.device.create_event(options)
         self._begin = stream.device.create_event(options)
         self._end = stream.device.create_event(options)
         self.count = 0
+        self.queued_us = 0.0  # of the last sample
 
     def sample(self, run: Callable[[], None], before_each: Callable[[], None]) -> float:
         """The microseconds of one run; `before_each` resets state first, untimed."""
         before_each()  # may wait on the stream: before the gate closes
         self.gate.hold(self.stream)
         try:
+            self.stream.record(self._flushing)
             self.flush.fill(self.count & 0xFF, stream=self.stream)
             if self.probe:
                 self.probe.start(self.stream)
@@ -191,8 +202,11 @@ class ColdSampler:
             if self.probe:
                 self.probe.stop(self.stream)
         finally:
+            released = time.perf_counter()
             self.gate.release()
         self.stream.sync()
+        waited_us = (time.perf_counter() - released) * 1e6
+        self.queued_us = waited_us - (self._end - self._flushing) * 1000.0
         self.count += 1
         return (self._end - self._begin) * 1000.0
 
@@ -221,9 +235,11 @@ def measure(
     samples: list[float] = []
     noise = RunningNoise()
     clocks: list[float] = []
+    queued: list[float] = []
     throttled = 0
     while len(samples) < defaults.max_samples:
         sample_us = sampler.sample(run, before_each)
+        queued.append(sampler.queued_us)
         spent = time.monotonic() - started
         if probe:
             clock = probe.mhz()
@@ -240,4 +256,4 @@ def measure(
             break
         if spent > defaults.budget_s and len(samples) >= 2:
             break
-    return summarize(samples, time.monotonic() - started, clocks, throttled)
+    return summarize(samples, time.monotonic() - started, clocks, throttled, queued)

@@ -1,0 +1,63 @@
+"""A GPU another process used, named: NVML's list where it can be believed, the samples' waits
+everywhere."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+from harness.commands.test import _shared_gpu
+from harness.model.result import Cell, CellKind, Outcome, Provenance, Timing, Unavailable
+from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, shared_why
+
+
+def _timing(queued_us: float | None, shared: str | None = None) -> Timing:
+    return Timing(10.0, 9.0, 11.0, 1.0, (10.0,) * 10, queued_us=queued_us, shared_gpu=shared)
+
+
+class _FakeNvml:
+    def __init__(self, pids: list[int]):
+        self.pids = pids
+
+    def device_get_compute_running_processes_v3(self, handle: int) -> list[SimpleNamespace]:
+        return [SimpleNamespace(pid=pid, used_gpu_memory=2**30) for pid in self.pids]
+
+
+def _neighbours(pids: list[int]) -> Neighbours:
+    found = Neighbours.__new__(Neighbours)
+    found._nvml, found._handle, found.ours = _FakeNvml(pids), 1, {os.getpid(), os.getppid()}
+    return found
+
+
+def test_nvml_names_the_other_processes_only_where_it_lists_this_one():
+    assert _neighbours([os.getpid(), os.getppid()]).others() == []
+    assert _neighbours([os.getpid(), 4242]).others() == ["pid 4242 (1.0 GiB)"]
+    # A list without this process is of another PID namespace: it cannot tell ours from others'
+    foreign = _neighbours([17, 4242]).others()
+    assert isinstance(foreign, Unavailable) and "does not list this process" in foreign.why
+
+
+def test_the_samples_waits_or_nvml_say_shared_and_quiet_samples_do_not():
+    alone = _timing(12.0)
+    assert shared_why(alone, []) is None
+    assert shared_why(alone, Unavailable("no NVML")) is None
+    assert shared_why(_timing(None), Unavailable("no NVML")) is None
+    waited = shared_why(_timing(2400.0), Unavailable("no NVML"))
+    assert waited and "waited 2400 us (median) beyond their own GPU time" in waited
+    assert shared_why(_timing(QUEUED_LIMIT_US), []) is None  # at the limit: not beyond it
+    named = shared_why(alone, ["pid 4242 (1.0 GiB)"])
+    assert named == "NVML lists another process on this GPU: pid 4242 (1.0 GiB)"
+
+
+def test_the_report_counts_the_shared_cells_and_names_the_first():
+    def cell(case: str, timing: Timing | None) -> Cell:
+        where = Provenance("r")
+        return Cell(CellKind.CASE, "ch", "k", case, "sm_90a", where, Outcome.PASSED, timing=timing)
+
+    quiet = [cell("a", _timing(10.0)), cell("b", None)]
+    assert _shared_gpu(quiet) is None
+    shared = [*quiet, cell("c", _timing(900.0, "why c")), cell("d", _timing(800.0, "why d"))]
+    assert _shared_gpu(shared) == (
+        "2 of 3 timed cells ran while another process used the GPU (the first, ch.k c[sm_90a]: "
+        "why c)"
+    )
