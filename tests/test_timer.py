@@ -27,19 +27,21 @@ class FakeDevice:
 
 
 class FakeStream:
-    """Each run takes the next duration from `durations_ms`; events are reused, as on a GPU."""
+    """Each run takes the next duration from `durations_ms`; events are reused, as on a GPU.
+    A sample records three: before the flush (which takes no time here), before the run, and
+    after it."""
 
     device = FakeDevice()
 
     def __init__(self, durations_ms):
         self.durations = iter(durations_ms)
         self.now = 0.0
-        self.recording_end = False
+        self.recorded = 0
 
     def record(self, event, options=None):
-        if self.recording_end:
+        if self.recorded % 3 == 2:
             self.now += next(self.durations)
-        self.recording_end = not self.recording_end
+        self.recorded += 1
         event.ms = self.now
         return event
 
@@ -136,7 +138,7 @@ def test_each_sample_is_enqueued_whole_behind_the_gate_before_it_opens():
         DEFAULTS,
     )
     warmup = ["reset", "run"] * DEFAULTS.warmup_runs
-    sample = ["reset", "hold", "flush", "event", "run", "event", "release"]
+    sample = ["reset", "hold", "event", "flush", "event", "run", "event", "release"]
     assert log == warmup + sample * DEFAULTS.min_samples
 
 
@@ -225,8 +227,21 @@ def test_the_clock_is_probed_outside_the_timed_events():
         FakeProbe([1980.0] * 2, log),
         default_clock_mhz=1980.0,
     )
-    sample = ["hold", "flush", "probe", "event", "run", "event", "probe", "release"]
+    sample = ["hold", "event", "flush", "probe", "event", "run", "event", "probe", "release"]
     assert log == sample * 2
+
+
+def test_the_wait_beyond_the_gpu_time_is_the_samples_queue(monkeypatch):
+    """queued_us: the host's wait for each sample less the GPU's span for it, flush included;
+    the median over the samples."""
+    clock = iter([0.0, 0.0030] * 5 + [0.0, 0.0012] * 6)  # released, then synced: 3 ms, 1.2 ms
+    monkeypatch.setattr("harness.run.timer.time.perf_counter", lambda: next(clock))
+    defaults = TimerSettings(0, 11, 11, 100.0, budget_s=5.0, case_timeout_s=60)
+    timing = measure(
+        lambda: None, lambda: None, FakeStream([1.0] * 11), FakeBuffer(), FakeGate(), defaults
+    )
+    assert timing.samples == 11
+    assert timing.queued_us == pytest.approx(200.0)  # 1.2 ms waited, 1 ms of it the GPU's
 
 
 def test_the_running_noise_is_the_relative_standard_deviation():
