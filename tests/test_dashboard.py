@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from harness.model.matrix import load_matrix
-from harness.model.result import Cell, Outcome, Report, SkipReason, Timing
+from harness.model.result import (
+    ABComparison,
+    ABJudgement,
+    Cell,
+    Outcome,
+    Report,
+    SkipReason,
+    Timing,
+)
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
@@ -280,6 +288,29 @@ def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
     (record,) = json.loads(blob.group(1))
     assert record["verdict"]["judgement"] == "SLOWER" and record["verdict"]["same_code"]
     assert record["verdict"]["ratio"] == pytest.approx(1.25)
+
+
+def test_a_verdict_on_a_shared_gpu_and_a_case_s_a_b_reach_the_grid_and_the_details():
+    shared = _cell(
+        timing=Timing(12.5, 12.0, 13.0, 3.3, (12.0, 12.5, 13.0), shared_gpu="pid 7 on GPU 0"),
+        ab=ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base <b>faulted</b>"),
+    )
+    baseline = dataclasses.replace(
+        shared, timing=Timing(10.0, 10.0, 10.0, 0.0, (10.0,) * 10), ab=None
+    )
+    page = render_dashboard(_set([shared]), {}, [judge(shared, baseline, same=False)])
+    assert '<span class="verdict gpu-shared">GPU shared 1.250</span>' in page
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    assert "<b>" not in blob.group(1)  # escaped inside the script element
+    (record,) = json.loads(blob.group(1))
+    assert record["verdict"]["slug"] == "gpu-shared"
+    assert record["verdict"]["shared_gpu"] == "this run: pid 7 on GPU 0"
+    assert record["ab"] == {
+        "judgement": "NOT_RUN",
+        "slug": "not-run",
+        "base_commit": "f00dfeed" * 5,
+        "text": "NOT_RUN: the base <b>faulted</b>",
+    }
 
 
 def test_a_timed_cell_shows_the_clock_of_its_samples_and_the_throttled_ones():

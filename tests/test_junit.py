@@ -13,6 +13,8 @@ from lxml import etree
 
 from harness.model.result import (
     SCHEMA_VERSION,
+    ABComparison,
+    ABJudgement,
     Cell,
     CellKind,
     CompileFacts,
@@ -26,7 +28,7 @@ from harness.model.result import (
     Timing,
 )
 from harness.report import junit, store
-from harness.report.merge import read_report
+from harness.report.merge import load_reports, read_report, write_merged_xml
 from tests.conftest import ROOT
 
 SCHEMA = etree.XMLSchema(
@@ -234,3 +236,52 @@ def test_a_suite_s_time_is_the_run_s_wall_time(tmp_path):
     (suite,) = etree.parse(str(files.xml)).getroot().iter("testsuite")
     assert sum(cell.seconds for cell in report.cells) != 0.25
     assert float(suite.get("time")) == 0.25
+
+
+def _compared(case: str, ab: ABComparison, shared_gpu: str | None = None) -> Cell:
+    timing = Timing(10.5, 10.2, 10.9, 1.0, (10.2, 10.5, 10.9), shared_gpu=shared_gpu)
+    return Cell(
+        CellKind.CASE, "ch", "k", case, "sm_90a", WHERE, Outcome.PASSED, timing=timing, ab=ab
+    )
+
+
+def test_a_case_s_a_b_and_a_shared_gpu_are_properties_and_round_trip_through_the_merge(tmp_path):
+    measured = ABComparison(
+        "f00dfeed" * 5, ABJudgement.SLOWER, why="12 rounds, one set of inputs", ratio=1.04567,
+        low=1.0401, high=1.0523, threshold_pct=3.0, rounds=12, base_median_us=10.0,
+        head_median_us=10.46, same_inputs=True, base_code_identity="c0de",
+    )  # fmt: skip
+    not_run = ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base's build failed")
+    cells = [
+        _compared("n1", measured, shared_gpu="pid 4242 (python3) on GPU 0"),
+        _compared("n2", not_run),
+    ]
+    shown = junit.properties_of(cells[0])
+    assert {key: value for key, value in shown.items() if key.startswith("ab_")} == {
+        "ab_judgement": "SLOWER",
+        "ab_base": "f00dfeed" * 5,
+        "ab_ratio": "1.046",
+        "ab_low": "1.040",
+        "ab_high": "1.052",
+        "ab_threshold_pct": "3.00",
+        "ab_rounds": "12",
+        "ab_why": "12 rounds, one set of inputs",
+    }
+    assert shown["shared_gpu"] == "pid 4242 (python3) on GPU 0"
+    unmeasured = junit.properties_of(cells[1])
+    assert {key: value for key, value in unmeasured.items() if key.startswith("ab_")} == {
+        "ab_judgement": "NOT_RUN",
+        "ab_base": "f00dfeed" * 5,
+        "ab_why": "the base's build failed",
+    }
+    assert "shared_gpu" not in unmeasured
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, _report(cells))
+    SCHEMA.assertValid(etree.parse(str(files.xml)))
+    merged = load_reports([files.xml], ["sm_90a"])  # the XML checked against the JSON
+    assert merged.problems == [] and merged.cells == cells
+    write_merged_xml(merged, tmp_path / "merged.xml")
+    document = etree.parse(str(tmp_path / "merged.xml"))
+    SCHEMA.assertValid(document)
+    values = {p.get("name"): p.get("value") for p in document.iter("property")}
+    assert values["ab_ratio"] == "1.046" and values["ab_why"] == "the base's build failed"

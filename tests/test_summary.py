@@ -9,9 +9,19 @@ import re
 import pytest
 from markdown_it import MarkdownIt
 
-from harness.model.result import Cell, CellKind, Outcome, Report, SkipReason
+from harness.model.result import (
+    ABComparison,
+    ABJudgement,
+    Cell,
+    CellKind,
+    Outcome,
+    Report,
+    SkipReason,
+    Timing,
+)
 from harness.report.merge import ReportSet, load_reports
-from harness.report.summary import natural_key, render_summary
+from harness.report.summary import headline, natural_key, render_summary
+from harness.report.verdict import judge
 from tests.conftest import ROOT
 
 H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -45,9 +55,10 @@ def _cell(case: str, outcome=Outcome.PASSED, kernel: str = "k", **fields) -> Cel
     """A cell of the kept reports as kernel `kernel`'s `case`: its compile cell, or a case's."""
     base = load_reports(H200, TARGETS).cells[0]
     fields.setdefault("kind", CellKind.COMPILE if case == "compile" else CellKind.CASE)
+    fields.setdefault("timing", None)
     return dataclasses.replace(
         base, chapter="ch", kernel=kernel, case=case, target="sm_90a", outcome=outcome,
-        tool=None, timing=None, **fields,
+        tool=None, **fields,
     )  # fmt: skip
 
 
@@ -128,3 +139,78 @@ def test_the_summary_and_the_dashboard_list_a_kernel_s_rows_by_kind_in_one_order
     folded = render_summary(report_set)
     rows = re.findall(r"<tr><td>k</td><td>(.*?)</td>", folded)
     assert rows == expected
+
+
+BASE = "0123456789abcdef" * 2  # the commit the A/Bs ran against
+
+
+def _measured(judgement: ABJudgement, ratio: float) -> ABComparison:
+    return ABComparison(
+        BASE, judgement, ratio=ratio, low=ratio - 0.01, high=ratio + 0.01, threshold_pct=3.0,
+        rounds=11, base_median_us=10.0, head_median_us=10.0 * ratio,
+    )  # fmt: skip
+
+
+def test_the_a_b_section_lists_what_is_not_same_with_its_numbers_or_why_and_the_counts():
+    abs_ = {
+        "n1": _measured(ABJudgement.SAME, 1.001),
+        "n2": ABComparison(BASE, ABJudgement.IDENTICAL, why="the base's code identity"),
+        "n3": _measured(ABJudgement.FASTER, 0.8),
+        "n4": _measured(ABJudgement.SLOWER, 1.05),
+        "n5": _measured(ABJudgement.SLOWER, 1.25),
+        "n6": _measured(ABJudgement.AMBIGUOUS, 1.04),
+        "n7": ABComparison(BASE, ABJudgement.NOT_RUN, why="the base faulted | <b>bad</b>\nhere"),
+        "n8": ABComparison(BASE, ABJudgement.NEW, why="no such case at the base"),
+    }
+    report_set = _set([_cell(case, ab=ab) for case, ab in abs_.items()])
+    (_, counts) = headline(report_set)
+    assert counts == (
+        "A/B against 0123456789: 1 SAME, 1 FASTER, 2 SLOWER, 1 AMBIGUOUS, 1 IDENTICAL, 1 NEW, "
+        "1 NOT_RUN"
+    )
+    summary = render_summary(report_set, targets=TARGETS)
+    section = summary.split("## A/B against 0123456789\n\n")[1].split("\n\n")[0]
+    listed = [
+        re.match(r"- `ch.k` `(n\d)\[sm_90a\]` on vm: (.*)", line) for line in section.splitlines()
+    ]
+    assert [m.group(1) for m in listed] == ["n5", "n4", "n6", "n3", "n7", "n8"]  # no n1, n2
+    shown = {m.group(1): m.group(2) for m in listed}
+    assert shown["n5"] == (
+        "SLOWER, ratio 1.250 (95 % interval 1.240-1.260, threshold 3 %, 11 rounds), 10.0 → 12.5 µs"
+    )
+    assert shown["n8"] == "NEW: no such case at the base"
+    page = _render(summary)
+    assert "<b>" not in page  # the why is text, on its list item's one line
+    assert (
+        "<li><code>ch.k</code> <code>n7[sm_90a]</code> on vm: NOT_RUN: the base faulted | " in page
+    )
+    assert "&lt;b&gt;bad&lt;/b&gt; here</li>" in page
+    folded = page[page.index("<details>") :]
+    assert "A/B SLOWER 1.250" in folded and "A/B NOT_RUN" in folded and "A/B SAME" not in folded
+
+
+def test_a_verdict_on_a_shared_gpu_is_counted_and_shown_as_such():
+    timing = Timing(20.0, 19.9, 20.1, 0.1, (19.9, 20.0, 20.1), shared_gpu="pid 7 on GPU 0")
+    now = _cell("n1", timing=timing)
+    base = _cell("n1", timing=dataclasses.replace(timing, median_us=10.0, shared_gpu=None))
+    verdict = judge(now, base, same=False)
+    report_set = _set([now])
+    (_, judged) = headline(report_set, [verdict])
+    assert judged == "against the baseline: 0 SAME, 0 FASTER, 0 SLOWER, 0 AMBIGUOUS, 1 GPU shared"
+    summary = render_summary(report_set, [verdict], targets=TARGETS)
+    assert "Slower than the baseline" not in summary
+    assert "· GPU shared 2.000" in summary
+
+
+def test_a_slower_line_s_unconfirmed_why_is_escaped():
+    timing = Timing(20.0, 19.9, 20.1, 0.1, (19.9, 20.0, 20.1))
+    not_run = ABComparison(BASE, ABJudgement.NOT_RUN, why="nvcc | <i>died</i>")
+    now = _cell("n1", timing=timing, ab=not_run)
+    base = _cell("n1", timing=dataclasses.replace(timing, median_us=10.0, samples_us=(10.0,) * 3))
+    summary = render_summary(_set([now]), [judge(now, base, same=False)], targets=TARGETS)
+    slower = summary.split("## Slower than the baseline\n\n")[1]
+    line = slower.splitlines()[0]
+    assert line.endswith(
+        "the code changed; unconfirmed: its A/B against 0123456789 is NOT_RUN: "
+        "nvcc \\| &lt;i&gt;died&lt;/i&gt;)"
+    )

@@ -1,21 +1,54 @@
 """The verdict of a cell against its baseline: the median's interval, the threshold by time
-scale, and the four judgements."""
+scale and its absolute floor, calibrated on the kept reports of four H200s, the judgements, GPU
+shared, and when a cross-run SLOWER stands unconfirmed."""
 
 from __future__ import annotations
+
+import dataclasses
+import itertools
 
 import numpy as np
 import pytest
 
-from harness.model.result import Cell, CellKind, Outcome, Provenance, Timing
-from harness.report.verdict import Judgement, judge, median_interval, threshold_pct
+from harness.model.result import (
+    ABComparison,
+    ABJudgement,
+    Cell,
+    CellKind,
+    Outcome,
+    Provenance,
+    Timing,
+)
+from harness.report.merge import load_reports
+from harness.report.verdict import (
+    Judgement,
+    judge,
+    median_interval,
+    threshold_pct,
+    unconfirmed,
+)
+from tests.conftest import ROOT
 
 WHERE = Provenance(runner="h200")
+H200 = ROOT / "docs" / "reports" / "h200"
+# One folder per H200 machine: the same kernels, their code identities unchanged
+MACHINES = [
+    H200,
+    *(H200 / "fleet" / gpu for gpu in ("GPU-0409ee10", "GPU-44755d34", "GPU-c4b374a1")),
+]
 
 
-def _timed(samples) -> Cell:
+def _timed(samples, shared_gpu: str | None = None) -> Cell:
     samples = tuple(float(v) for v in samples)
-    timing = Timing(float(np.median(samples)), min(samples), max(samples), 0.0, samples)
+    timing = Timing(
+        float(np.median(samples)), min(samples), max(samples), 0.0, samples, shared_gpu=shared_gpu
+    )
     return Cell(CellKind.CASE, "ch", "k", "n", "sm_90a", WHERE, Outcome.PASSED, timing=timing)
+
+
+def _around(median_us: float, spread: float = 0.002, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return median_us * (1 + spread * rng.standard_normal(40))
 
 
 def test_the_median_interval_is_the_exact_binomial_one():
@@ -25,28 +58,38 @@ def test_the_median_interval_is_the_exact_binomial_one():
     assert median_interval(np.array([5.0, 1.0, 3.0])) == (1.0, 5.0)  # too few: the range
 
 
-def test_the_threshold_follows_the_time_scale():
-    assert threshold_pct(3.0) == 15.0  # launch-bound: 13.5 % seen across machines
-    assert threshold_pct(19.9) == 15.0
-    assert threshold_pct(20.0) == 3.5 and threshold_pct(3000.0) == 3.5
+def test_the_threshold_is_relative_with_an_absolute_floor():
+    assert threshold_pct(3000.0) == 6.0 and threshold_pct(25.0) == 6.0  # the relative one
+    assert threshold_pct(20.0) == pytest.approx(7.5)  # 1.5 us of 20
+    assert threshold_pct(5.0) == pytest.approx(30.0)  # launch-bound: the floor decides
 
 
 @pytest.mark.parametrize(
     ("shift", "spread", "judgement"),
     [
-        (1.05, 0.002, Judgement.SLOWER),  # 5 % slower, 0.2 % noise: clear
-        (0.95, 0.002, Judgement.FASTER),
-        (1.01, 0.002, Judgement.SAME),  # within the 3.5 % a rerun can move
-        (1.05, 0.05, Judgement.AMBIGUOUS),  # 5 % slower but 5 % noise: cannot tell
+        (1.10, 0.002, Judgement.SLOWER),  # 10 % slower, 0.2 % noise: clear
+        (0.90, 0.002, Judgement.FASTER),
+        (1.03, 0.002, Judgement.SAME),  # within the 6 % one H200 moves from another
+        (1.08, 0.05, Judgement.AMBIGUOUS),  # 8 % slower but 5 % noise: cannot tell
     ],
 )
 def test_the_judgement_needs_the_whole_interval_past_the_threshold(shift, spread, judgement):
-    rng = np.random.default_rng(7)
-    base = 100.0 * (1 + spread * rng.standard_normal(40))
-    now = 100.0 * shift * (1 + spread * rng.standard_normal(40))
+    base, now = _around(100.0, spread), _around(100.0 * shift, spread, seed=8)
     verdict = judge(_timed(now), _timed(base), same=False)
     assert verdict.judgement is judgement, verdict
     assert verdict.low <= verdict.ratio <= verdict.high
+
+
+def test_a_launch_bound_case_moving_by_less_than_the_floor_is_not_slower():
+    """5.25 -> 6.05 us (15 %): what an unchanged launch-bound case did between two machines."""
+    verdict = judge(_timed(_around(6.05)), _timed(_around(5.25)), same=True)
+    assert verdict.low > 1.14  # beyond any relative threshold on its own
+    assert verdict.judgement is Judgement.SAME, verdict
+
+
+def test_a_launch_bound_case_twice_as_slow_is_slower():
+    verdict = judge(_timed(_around(10.0)), _timed(_around(5.0)), same=False)
+    assert verdict.judgement is Judgement.SLOWER and verdict.ratio == pytest.approx(2.0, rel=0.01)
 
 
 def test_a_slower_cell_of_the_same_code_is_the_environment():
@@ -54,3 +97,67 @@ def test_a_slower_cell_of_the_same_code_is_the_environment():
     now = _timed([v * 1.10 for v in base.timing.samples_us])
     verdict = judge(now, base, same=True)
     assert verdict.judgement is Judgement.SLOWER
+    assert unconfirmed(verdict) is None  # the same code: nothing for an A/B to confirm
+
+
+@pytest.mark.parametrize(
+    ("now_shared", "base_shared", "said"),
+    [
+        ("pid 4242 (python) on GPU 0", None, "this run: pid 4242 (python) on GPU 0"),
+        (None, "utilization 80 % before", "the baseline: utilization 80 % before"),
+    ],
+)
+def test_a_cell_timed_on_a_shared_gpu_is_judged_gpu_shared_never_slower(
+    now_shared, base_shared, said
+):
+    base = _timed(_around(100.0), shared_gpu=base_shared)
+    now = _timed(_around(200.0), shared_gpu=now_shared)  # twice as slow: still not SLOWER
+    verdict = judge(now, base, same=False)
+    assert verdict.judgement is Judgement.GPU_SHARED and verdict.judgement.value == "GPU shared"
+    assert verdict.shared_gpu == said
+    assert unconfirmed(verdict) is None
+
+
+def _slower_of_changed_code(ab: ABComparison | None):
+    base = _timed(_around(100.0))
+    now = dataclasses.replace(_timed(_around(120.0)), ab=ab)
+    verdict = judge(now, base, same=False)
+    assert verdict.judgement is Judgement.SLOWER
+    return verdict
+
+
+def test_a_cross_run_slower_of_changed_code_is_unconfirmed_until_an_a_b_measures_it():
+    assert unconfirmed(_slower_of_changed_code(None)) == "no A/B was run for it"
+    not_run = ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base fails to build")
+    assert unconfirmed(_slower_of_changed_code(not_run)) == (
+        "its A/B against f00dfeedf0 is NOT_RUN: the base fails to build"
+    )
+    same = ABComparison("f00dfeed" * 5, ABJudgement.SAME, ratio=1.001, low=0.999, high=1.003)
+    assert unconfirmed(_slower_of_changed_code(same)) is None  # measured: it refutes it
+
+
+def _pairs():
+    """(target, machine, machine) for every two machines that ran the target."""
+    for target in ("sm_90a", "sm_80"):
+        ran = [m for m in MACHINES if (m / f"junit-{target}.xml").is_file()]
+        for one, other in itertools.combinations(ran, 2):
+            yield pytest.param(target, one, other, id=f"{target}-{one.name}-{other.name}")
+
+
+@pytest.mark.parametrize(("target", "one", "other"), list(_pairs()))
+def test_no_two_h200s_judge_unchanged_code_slower_or_faster(target, one, other):
+    """The calibration of RELATIVE_PCT and FLOOR_US: the same code on two machines, each way."""
+    cells = [
+        {(c.classname, c.name): c for c in load_reports([m / f"junit-{target}.xml"], []).cells}
+        for m in (one, other)
+    ]
+    timed = [key for key in cells[0] if cells[0][key].timing and key in cells[1]]
+    assert len(timed) >= 95  # every case of the target was timed on both
+    moved = [
+        (key, verdict.judgement, round(verdict.ratio, 3))
+        for key in timed
+        for now, base in ((cells[0], cells[1]), (cells[1], cells[0]))
+        if (verdict := judge(now[key], base[key], same=True)).judgement
+        in (Judgement.SLOWER, Judgement.FASTER)
+    ]
+    assert moved == []

@@ -194,8 +194,13 @@
     if (cell.verdict) {
       const v = cell.verdict;
       const cause = v.judgement === "SLOWER" ? (v.same_code ? "; the same code: the environment" : "; the code changed") : "";
-      panel.appendChild(el("div", { id: "details-verdict", class: `verdict verdict-${v.judgement}` },
-        `${v.judgement} against the baseline: ${fmt(v.baseline_us)} → ${fmt(cell.timing.median_us)} µs, ratio ${v.ratio.toFixed(3)} (95 % ${v.low.toFixed(3)}–${v.high.toFixed(3)}, rerun threshold ${v.threshold_pct} %)${cause}`));
+      const shared = v.shared_gpu ? `; ${v.shared_gpu}` : "";
+      panel.appendChild(el("div", { id: "details-verdict", class: `verdict verdict-${v.slug}` },
+        `${v.judgement} against the baseline: ${fmt(v.baseline_us)} → ${fmt(cell.timing.median_us)} µs, ratio ${v.ratio.toFixed(3)} (95 % ${v.low.toFixed(3)}–${v.high.toFixed(3)}, cross-run threshold ${v.threshold_pct.toFixed(1)} %)${cause}${shared}`));
+    }
+    if (cell.ab) {
+      panel.appendChild(el("div", { id: "details-ab", class: `verdict verdict-${cell.ab.slug}` },
+        `A/B against ${cell.ab.base_commit.slice(0, 10)} on one GPU: ${cell.ab.text}`));
     }
     panel.appendChild(el("h3", {}, "trend"));
     const trendBox = el("div", { id: "details-trend" });

@@ -20,12 +20,12 @@ from pathlib import Path
 import jinja2
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import Cell, CellKind
+from harness.model.result import ABComparison, Cell, CellKind
 from harness.report.charts import rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
-from harness.report.summary import compiled_only, natural_key, row_key
+from harness.report.summary import compiled_only, describe_ab, natural_key, row_key
 from harness.report.verdict import Judgement, Verdict
 
 _HERE = Path(__file__).parent
@@ -242,7 +242,7 @@ def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> dict:
         )
     verdict = verdicts.get(id(cell))
     if verdict and verdict.judgement is not Judgement.SAME:
-        kind = f"verdict {verdict.judgement.value.lower()}"
+        kind = f"verdict {_slug(verdict.judgement.value)}"
         text = f"{verdict.judgement.value} {verdict.ratio:.3f}"
         lines.append({"kind": kind, "text": text, "spill": ""})
     if outcome in ("failed", "error") and cell.message:
@@ -292,6 +292,7 @@ def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict
             "histogram": _histogram(c.timing.samples_us) if c.timing else None,
             "trend": [[str(run), _finite(v)] for run, v in trends.get(_trend_key(c), ())],
             "verdict": _verdict(verdicts.get(id(c))),
+            "ab": _ab(c.ab),
         }
         for c in cells
     ]
@@ -349,4 +350,18 @@ def _verdict(verdict: Verdict | None) -> dict | None:
         "threshold_pct": verdict.threshold_pct,
         "baseline_us": verdict.baseline_us,
         "same_code": verdict.same_code,
+        "slug": _slug(verdict.judgement.value),
+        "shared_gpu": verdict.shared_gpu,
+    }
+
+
+def _ab(ab: ABComparison | None) -> dict | None:
+    """The same-GPU A/B as the details panel says it."""
+    if ab is None:
+        return None
+    return {
+        "judgement": ab.judgement.value,
+        "slug": _slug(ab.judgement.value),
+        "base_commit": ab.base_commit,
+        "text": describe_ab(ab),
     }

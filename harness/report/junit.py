@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
-from harness.model.result import Cell, Outcome, Report
+from harness.model.result import ABComparison, Cell, Outcome, Report
 
 
 def render(reports: Iterable[Report], name: str | None = None) -> str:
@@ -114,6 +114,8 @@ def properties_of(cell: Cell) -> dict[str, str]:
         shown["samples"] = str(timing.samples)
         shown["sm_clock_mhz"] = str(timing.sm_clock_mhz) if timing.sm_clock_mhz else "unknown"
         shown["throttled_samples"] = str(timing.throttled_samples)
+        if timing.shared_gpu:
+            shown["shared_gpu"] = timing.shared_gpu
     if rate := cell.throughput:
         if rate.gbytes_per_s is not None:
             shown["gbytes_per_s"] = f"{rate.gbytes_per_s:.1f}"
@@ -135,6 +137,8 @@ def properties_of(cell: Cell) -> dict[str, str]:
         ):
             if value is not None:
                 shown[key] = f"{value:.{digits}f}"
+    if ab := cell.ab:
+        shown.update(_ab_properties(ab))
     if cell.worker_start_s is not None:
         shown["worker_start_s"] = f"{cell.worker_start_s:.2f}"
     if cell.gpu is not None:
@@ -152,6 +156,25 @@ def properties_of(cell: Cell) -> dict[str, str]:
         shown["exit_status"] = "killed" if found.exit_status is None else str(found.exit_status)
         if found.case_message:
             shown["case_message"] = found.case_message
+    return shown
+
+
+def _ab_properties(ab: ABComparison) -> dict[str, str]:
+    """A case's A/B against its base commit: the judgement and base, the numbers where it was
+    measured, and why where the A/B says."""
+    shown = {"ab_judgement": ab.judgement.value, "ab_base": ab.base_commit}
+    if ab.judgement.measured:
+        for key, value, digits in (
+            ("ab_ratio", ab.ratio, 3),
+            ("ab_low", ab.low, 3),
+            ("ab_high", ab.high, 3),
+            ("ab_threshold_pct", ab.threshold_pct, 2),
+        ):
+            if value is not None:
+                shown[key] = f"{value:.{digits}f}"
+        shown["ab_rounds"] = str(ab.rounds)
+    if ab.why:
+        shown["ab_why"] = ab.why
     return shown
 
 

@@ -4,7 +4,8 @@ back as one JUnit file that keeps every cell distinct.
 The JSON is the report (the result model's form); its XML must agree with it, cell for cell and
 outcome for outcome, since CI dashboards read the XML. A report that cannot be read, or whose two
 files disagree, is named in `problems` and left out; the rest are still merged. A target of
-matrix.yaml with no report at all is listed in `missing_targets`, never counted as passed.
+matrix.yaml with no report at all is listed in `missing_targets`, never counted as passed. A
+report whose GPU another process used during the run is named in `remarks`, with what showed it.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def load_reports(
         seen_suites[report.suite] = Path(xml_file)
         merged.reports.append(report)
         merged.sources.append(Path(xml_file))
+        if report.shared_gpu:
+            merged.remarks.append(
+                f"{xml_file} ({report.suite}): the GPU was shared during the run "
+                f"({report.shared_gpu}): its times are not the kernels' alone"
+            )
     present = set(merged.targets)
     merged.missing_targets = [t for t in expected_targets if t not in present]
     return merged

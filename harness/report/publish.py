@@ -1,5 +1,10 @@
 """From per-target reports to what people read: merged.xml, summary.md, dashboard.html, and the
-history they are compared against."""
+history they are compared against; and the gate, the exit code's say on performance.
+
+Only a same-GPU A/B (`Cell.ab`, written by `python -m harness ab`) can fail the gate: two runs on
+two machines differ by what the machines do, so a cross-run verdict against the history is shown,
+never failing, and a cross-run SLOWER of changed code without a measured A/B is named as
+unconfirmed, with why."""
 
 from __future__ import annotations
 
@@ -7,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import CellKind, SkipReason
+from harness.model.result import ABJudgement, CellKind, SkipReason
 from harness.report import store
 from harness.report.dashboard import render_dashboard
 from harness.report.history import HistoryError, Trends, open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
-from harness.report.summary import compiled_only, render_summary
-from harness.report.verdict import Judgement, Verdict
+from harness.report.summary import compiled_only, describe_ab, render_summary
+from harness.report.verdict import Verdict, unconfirmed
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ class PublishOptions:
     database: Path
     commit: str
     baseline: str | None = None
-    max_slowdown_pct: float | None = None  # SLOWER beyond this fails the exit code
+    max_slowdown_pct: float | None = None  # an A/B SLOWER beyond this fails the exit code
     strict: bool = False  # a kernel that never ran fails the exit code
     # A report's file -> the target of the artifact (CI job) it came in: it must be that one's.
     artifact_targets: dict[Path, str] = field(default_factory=dict)
@@ -51,7 +56,11 @@ def publish(options: PublishOptions) -> Published:
     failures: list[str] = [*report_set.problems, *unfinished]
     judged = _against_history(report_set, options)
     verdicts = judged.verdicts
-    remarks = [*report_set.remarks, *judged.remarks]
+    remarks = [*report_set.remarks, *judged.remarks, *_unconfirmed(verdicts)]
+    if options.max_slowdown_pct is not None:
+        gate = _gate(report_set, options.max_slowdown_pct)
+        failures += gate.failures
+        remarks += gate.remarks
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
@@ -61,18 +70,6 @@ def publish(options: PublishOptions) -> Published:
     store.replace(out / "summary.md", summary)
     page = render_dashboard(report_set, judged.trends, verdicts, options.device_peaks)
     store.replace(out / "dashboard.html", page)
-    if options.max_slowdown_pct is not None:
-        for verdict in verdicts:
-            if (
-                verdict.judgement is Judgement.SLOWER
-                and not verdict.same_code  # the same code slower: the machine, not the code
-                and verdict.change_pct > options.max_slowdown_pct
-            ):
-                cell = verdict.cell
-                failures.append(
-                    f"{cell.classname} {cell.name} on {cell.runner}: {verdict.change_pct:.1f} % "
-                    f"slower than the baseline (limit {options.max_slowdown_pct:g} %)"
-                )
     if options.strict:
         inspected = _inspected_only(report_set)
         failures += [
@@ -83,6 +80,57 @@ def publish(options: PublishOptions) -> Published:
         failures += [f"target {t} has no report" for t in report_set.missing_targets]
     files = [out / "merged.xml", out / "summary.md", out / "dashboard.html"]
     return Published(report_set, verdicts, files, failures, remarks)
+
+
+@dataclass(frozen=True)
+class _Gate:
+    failures: list[str]  # A/B SLOWERs beyond the limit
+    remarks: list[str]  # A/B SLOWERs beyond it whose code is the base's all the same
+
+
+def _gate(report_set: ReportSet, limit_pct: float) -> _Gate:
+    """Each case whose same-GPU A/B judged it SLOWER by more than `limit_pct`: a failure naming
+    the cell, its runner, the A/B's ratio and interval and the base commit. One whose code
+    identity is the base's (what the A/B would call IDENTICAL) is the machine's, never a
+    failure."""
+    gate = _Gate([], [])
+    for report in report_set.reports:
+        identities = {
+            cell.classname: cell.compile.code_identity
+            for cell in report.cells
+            if cell.kind is CellKind.COMPILE and cell.compile
+        }
+        for cell in report.cells:
+            ab = cell.ab
+            if ab is None or ab.judgement is not ABJudgement.SLOWER:
+                continue
+            change = ab.change_pct
+            if change is None or change <= limit_pct:
+                continue
+            where = f"{cell.classname} {cell.name} on {cell.runner}"
+            said = f"the A/B against {ab.base_commit[:10]} on one GPU: {describe_ab(ab)}"
+            head = identities.get(cell.classname)
+            if head and head == ab.base_code_identity:
+                gate.remarks.append(
+                    f"{where}: {change:.1f} % slower in {said}; but its code identity is the "
+                    "base's: the machine, not the code, and no failure"
+                )
+            else:
+                gate.failures.append(
+                    f"{where}: {change:.1f} % slower in {said} (limit {limit_pct:g} %)"
+                )
+    return gate
+
+
+def _unconfirmed(verdicts: list[Verdict]) -> list[str]:
+    """Cross-run SLOWERs of changed code that no measured A/B confirms or refutes, and why."""
+    return [
+        f"unconfirmed: {v.cell.classname} {v.cell.name} on {v.cell.runner}: SLOWER than the "
+        f"baseline across runs (ratio {v.ratio:.3f}, 95 % interval {v.low:.3f}-{v.high:.3f}), "
+        f"and {why}; a cross-run verdict never fails the gate"
+        for v in verdicts
+        if (why := unconfirmed(v))
+    ]
 
 
 def _inspected_only(report_set: ReportSet) -> set[str]:

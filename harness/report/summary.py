@@ -1,10 +1,12 @@
 """The merged matrix as markdown, fit for a pull request ($GITHUB_STEP_SUMMARY).
 
-In this order: the headline counts and verdicts; what broke and what got slower, each with its
-message; a compact grid (a kernel per row, in chapter groups and natural order, a column per
-target in matrix.yaml's order and runner, each cell the worst outcome of the kernel there and
-its count); then the per-case results, folded away in one `<details>` line per chapter. Kernels
-that never ran are one line that says why. A skipped cell never reads as green.
+In this order: the headline counts, verdicts and A/B counts; what broke, what got slower than
+the baseline, and what the same-GPU A/B found (anything but SAME or IDENTICAL), each with its
+message, its numbers or why; a compact grid (a kernel per row, in chapter groups and natural
+order, a column per target in matrix.yaml's order and runner, each cell the worst outcome of the
+kernel there and its count); then the per-case results, folded away in one `<details>` line
+per chapter. Kernels that never ran are one line that says why. A skipped cell never reads as
+green.
 
 Text from the reports is escaped for where it lands: markdown table cells (`|`, newlines, `<`,
 `&`) or the HTML of the folded details.
@@ -17,9 +19,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from harness.model.result import Cell, CellKind, Outcome, SkipReason
+from harness.model.result import ABComparison, ABJudgement, Cell, CellKind, Outcome, SkipReason
 from harness.report.merge import ReportSet
-from harness.report.verdict import Judgement, Verdict
+from harness.report.verdict import Judgement, Verdict, unconfirmed
 
 MARK = {
     Outcome.PASSED: "✅",
@@ -28,6 +30,14 @@ MARK = {
     Outcome.SKIPPED: "⏭️",
 }
 WORST_FIRST = (Outcome.ERROR, Outcome.FAILED, Outcome.SKIPPED, Outcome.PASSED)
+# The A/Bs the summary lists, in this order; SAME and IDENTICAL are only counted.
+AB_LISTED = (
+    ABJudgement.SLOWER,
+    ABJudgement.AMBIGUOUS,
+    ABJudgement.FASTER,
+    ABJudgement.NOT_RUN,
+    ABJudgement.NEW,
+)
 
 
 def natural_key(text: str) -> tuple:
@@ -81,7 +91,34 @@ def _case_text(cell: Cell, verdict: Verdict | None) -> str:
         text += f" ({cell.timing.throttled_samples} throttled)"
     if verdict:
         text += f" · {verdict.judgement.value} {verdict.ratio:.3f}"
+    if cell.ab and cell.ab.judgement in AB_LISTED:
+        shown = cell.ab.judgement.value
+        if cell.ab.ratio is not None:
+            shown += f" {cell.ab.ratio:.3f}"
+        text += f" · A/B {shown}"
     return text
+
+
+def describe_ab(ab: ABComparison) -> str:
+    """An A/B as one line: the judgement, and its numbers where measured, else why."""
+    if ab.ratio is None or ab.low is None or ab.high is None:
+        return f"{ab.judgement.value}: {ab.why}" if ab.why else ab.judgement.value
+    text = f"{ab.judgement.value}, ratio {ab.ratio:.3f} (95 % interval {ab.low:.3f}-{ab.high:.3f}"
+    if ab.threshold_pct is not None:
+        text += f", threshold {ab.threshold_pct:.2g} %"
+    text += f", {ab.rounds} rounds)"
+    if ab.base_median_us is not None and ab.head_median_us is not None:
+        text += f", {ab.base_median_us:.1f} → {ab.head_median_us:.1f} µs"
+    return text
+
+
+def _ab_bases(cells: Iterable[Cell]) -> dict[str, list[tuple[Cell, ABComparison]]]:
+    """The cells with an A/B and their A/B, by the base commit it was against."""
+    bases: dict[str, list[tuple[Cell, ABComparison]]] = {}
+    for cell in cells:
+        if cell.ab is not None:
+            bases.setdefault(cell.ab.base_commit, []).append((cell, cell.ab))
+    return bases
 
 
 def _never_ran_line(report_set: ReportSet) -> str | None:
@@ -120,7 +157,8 @@ def compiled_only(cells: Iterable[Cell]) -> dict[str, tuple[int, int]]:
 
 
 def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[str]:
-    """The counts, and the verdicts against the baseline when there are any."""
+    """The counts, the verdicts against the baseline when there are any, and the A/Bs' counts
+    against each base commit."""
     counts = Counter(cell.outcome for cell in report_set.cells)
     reasons = Counter(cell.skip_reason.value for cell in report_set.cells if cell.skip_reason)
     head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
@@ -133,6 +171,10 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
         lines.append(
             "against the baseline: " + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in Judgement)
         )
+    for base, compared in sorted(_ab_bases(report_set.cells).items()):
+        found = Counter(ab.judgement for _, ab in compared)
+        said = ", ".join(f"{found.get(j, 0)} {j.value}" for j in ABJudgement)
+        lines.append(f"A/B against {_md(base[:10])}: {said}")
     return lines
 
 
@@ -179,8 +221,17 @@ def render_summary(
                 f"- `{_md(cell.classname)}` `{_md(cell.name)}` on {_md(cell.runner)}: "
                 f"{verdict.baseline_us:.1f} → {cell.median_us:.1f} µs "
                 f"(ratio {verdict.ratio:.3f}, 95 % interval {verdict.low:.3f}-{verdict.high:.3f}, "
-                f"rerun threshold {verdict.threshold_pct:g} %; {_cause(verdict)})"
+                f"cross-run threshold {verdict.threshold_pct:.3g} %; {_md(_cause(verdict))})"
             )
+    for base, compared in sorted(_ab_bases(report_set.cells).items()):
+        listed = [(cell, ab) for cell, ab in compared if ab.judgement in AB_LISTED]
+        if listed:
+            lines += ["", f"## A/B against {_md(base[:10])}", ""]
+        lines += [
+            f"- `{_md(cell.classname)}` `{_md(cell.name)}` on {_md(cell.runner)}: "
+            f"{_md(describe_ab(ab))}"
+            for cell, ab in sorted(listed, key=_ab_order)
+        ]
     columns = _columns(report_set, list(targets))
     columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
     chapters: dict[str, dict[str, dict[str, list[Cell]]]] = {}
@@ -228,9 +279,27 @@ def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> s
     )
 
 
+def _ab_order(listed: tuple[Cell, ABComparison]) -> tuple:
+    """Listed A/Bs: by judgement (AB_LISTED's order), the largest change first within one."""
+    cell, ab = listed
+    return (
+        AB_LISTED.index(ab.judgement),
+        -abs((ab.ratio or 1.0) - 1.0),
+        cell.classname,
+        natural_key(cell.name),
+    )
+
+
 def _cause(verdict: Verdict) -> str:
+    """Whose doing a cross-run SLOWER is, and what confirms it: only the same-GPU A/B can."""
     if verdict.same_code:
         return "the code is the baseline's (the same code identity): the environment, not the code"
-    if verdict.same_code is None:
-        return "no code identity to tell code from environment"
-    return "the code changed"
+    changed = (
+        "no code identity to tell code from environment"
+        if verdict.same_code is None
+        else "the code changed"
+    )
+    if why := unconfirmed(verdict):
+        return f"{changed}; unconfirmed: {why}"
+    ab = verdict.cell.ab
+    return f"{changed}; its A/B: {describe_ab(ab)}" if ab else changed
