@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import statistics
 
 import pytest
 
 from harness.model.matrix import TimerSettings
-from harness.run.timer import RunningNoise, measure, summarize
+from harness.run.timer import ClockProbe, RunningNoise, measure, summarize
 
 
 class FakeEvent:
@@ -28,8 +29,7 @@ class FakeDevice:
 
 class FakeStream:
     """Each run takes the next duration from `durations_ms`; events are reused, as on a GPU.
-    A sample records three: before the flush (which takes no time here), before the run, and
-    after it."""
+    A sample records two: before the run and after it."""
 
     device = FakeDevice()
 
@@ -39,7 +39,7 @@ class FakeStream:
         self.recorded = 0
 
     def record(self, event, options=None):
-        if self.recorded % 3 == 2:
+        if self.recorded % 2 == 1:
             self.now += next(self.durations)
         self.recorded += 1
         event.ms = self.now
@@ -138,7 +138,7 @@ def test_each_sample_is_enqueued_whole_behind_the_gate_before_it_opens():
         DEFAULTS,
     )
     warmup = ["reset", "run"] * DEFAULTS.warmup_runs
-    sample = ["reset", "hold", "event", "flush", "event", "run", "event", "release"]
+    sample = ["reset", "hold", "flush", "event", "run", "event", "release"]
     assert log == warmup + sample * DEFAULTS.min_samples
 
 
@@ -177,6 +177,9 @@ class FakeProbe:
 
     def mhz(self):
         return next(self.clocks)
+
+    def queued_us(self, released_ns):
+        return 0.0
 
 
 def test_throttled_samples_are_discarded_and_counted(monkeypatch):
@@ -227,21 +230,49 @@ def test_the_clock_is_probed_outside_the_timed_events():
         FakeProbe([1980.0] * 2, log),
         default_clock_mhz=1980.0,
     )
-    sample = ["hold", "event", "flush", "probe", "event", "run", "event", "probe", "release"]
+    sample = ["hold", "flush", "probe", "event", "run", "event", "probe", "release"]
     assert log == sample * 2
 
 
-def test_the_wait_beyond_the_gpu_time_is_the_samples_queue(monkeypatch):
-    """queued_us: the host's wait for each sample less the GPU's span for it, flush included;
-    the median over the samples."""
-    clock = iter([0.0, 0.0030] * 5 + [0.0, 0.0012] * 6)  # released, then synced: 3 ms, 1.2 ms
-    monkeypatch.setattr("harness.run.timer.time.perf_counter", lambda: next(clock))
-    defaults = TimerSettings(0, 11, 11, 100.0, budget_s=5.0, case_timeout_s=60)
+def test_a_timing_keeps_the_median_of_its_samples_waits():
+    class QueueProbe(FakeProbe):
+        def __init__(self, waits):
+            super().__init__([1980.0] * len(waits))
+            self.waits = iter(waits)
+
+        def queued_us(self, released_ns):
+            return next(self.waits)
+
+    defaults = TimerSettings(0, 5, 5, 100.0, budget_s=5.0, case_timeout_s=60)
+    waits = [10.0, 2400.0, 2300.0, 12.0, 2500.0]
+    stream = FakeStream([1.0] * 5)
     timing = measure(
-        lambda: None, lambda: None, FakeStream([1.0] * 11), FakeBuffer(), FakeGate(), defaults
+        lambda: None, lambda: None, stream, FakeBuffer(), FakeGate(), defaults, QueueProbe(waits)
     )
-    assert timing.samples == 11
-    assert timing.queued_us == pytest.approx(200.0)  # 1.2 ms waited, 1 ms of it the GPU's
+    assert timing.queued_us == pytest.approx(2300.0)
+    without = measure(
+        lambda: None, lambda: None, FakeStream([1.0] * 5), FakeBuffer(), FakeGate(), defaults
+    )
+    assert without.queued_us is None  # no probe, no GPU-side start to measure from
+
+
+def test_the_queue_is_the_start_beyond_the_quickest_recent_one():
+    probe = ClockProbe.__new__(ClockProbe)
+    probe._offsets = collections.deque(maxlen=2)
+    probe._words = [0, 0, 0, 0]
+
+    def started(gpu_ns, released_ns):
+        probe._words[0] = gpu_ns
+        return probe.queued_us(released_ns)
+
+    # GPU and host clocks differ by 5 s: only the differences between samples count
+    assert started(5_000_020_000, 20_000) == 0.0
+    assert started(5_002_430_000, 30_000) == pytest.approx(2400.0)  # waited out a time slice
+    assert started(5_000_035_000, 40_000) == 0.0  # on time, 5 us quicker than the first
+    assert started(5_000_050_000, 50_000) == pytest.approx(5.0)
+    assert started(5_000_160_000, 60_000) == pytest.approx(100.0)  # the clocks drift apart
+    # once the quicker starts have left the window, the drift no longer counts as waiting
+    assert started(5_000_170_000, 70_000) == pytest.approx(0.0)
 
 
 def test_the_running_noise_is_the_relative_standard_deviation():

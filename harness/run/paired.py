@@ -63,8 +63,9 @@ def time_pair(
     """The A/B of one case, and whether the worker's CUDA context is still fit for more."""
     workspaces: list[Workspace] = []
     try:
-        base_host = _host_work(runtime, base, "base")
+        base_ready = runtime.cores.submit(_host_work, runtime, base, "base")  # both at once
         head_host = _host_work(runtime, head, "head")
+        base_host = base_ready.result()
         same = _same_problem(base_host.problem, head_host.problem)
         if same:
             first = runtime.upload(head.kernel, head.module, head_host.problem)

@@ -16,6 +16,7 @@ GPU that never recovers still gets timed, its low clock on the record.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import statistics
 import time
@@ -29,6 +30,7 @@ from harness.model.result import Timing
 from harness.run.checked import check
 
 THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold
+QUEUE_WINDOW = 256  # recent samples whose quickest start is the one that did not wait
 RECOVERY_S = 0.05  # the pause after a throttled sample: NVBench's default
 
 
@@ -133,6 +135,8 @@ class ClockProbe:
     def __init__(self, sm_count: int):
         from cuda.core import LaunchConfig, ObjectCode
 
+        # (GPU start - host release) of the last QUEUE_WINDOW samples, in ns
+        self._offsets: collections.deque[int] = collections.deque(maxlen=QUEUE_WINDOW)
         # bytes: a str would name a file
         self._kernel = ObjectCode.from_ptx(_TIMESTAMPS_PTX.encode()).get_kernel("timestamps")
         self._config = LaunchConfig(grid=sm_count, block=1)
@@ -164,15 +168,27 @@ class ClockProbe:
         start_ns, start_clock, stop_ns, stop_clock = self._words
         return (stop_clock - start_clock) / max(stop_ns - start_ns, 1) * 1e3
 
+    def queued_us(self, released_ns: int) -> float:
+        """How much longer than the quickest of the recent samples the last one took from the
+        host opening its gate (`released_ns`, time.monotonic_ns) to its start probe on the GPU.
+
+        Both instants are taken where nothing else can delay them: the host's before it opens
+        the gate, the GPU's by the probe kernel. Their clocks differ by an offset, and the least
+        offset of the recent samples is what a sample that did not wait sees; the window keeps
+        any drift between the two clocks out of it."""
+        offset = int(self._words[0]) - released_ns
+        self._offsets.append(offset)
+        return (offset - min(self._offsets)) / 1e3
+
 
 class ColdSampler:
     """One cold sample at a time of whatever `run` enqueues: L2 flushed, the stream gated while
     the flush, the probe, the events and the run are enqueued, then released and waited for.
 
-    `queued_us` is how much longer the host waited for the sample than the GPU spent on it,
-    flush included. On a GPU of its own that is the launch and wake-up latency (7-25 us on an
-    H200); where another process keeps the GPU busy, its work runs between ours (time-sliced)
-    and each sample waits out a slice of it (0.3-2.5 ms on an H200 running bf16 GEMMs beside).
+    With a probe, `queued_us` says how long the last sample waited for the GPU after the gate
+    opened (ClockProbe.queued_us). On a GPU of its own that is the gate's wake-up latency;
+    where another process keeps the GPU busy, its work is time-sliced with ours and a sample
+    waits out its slice first (0.3-2.5 ms on an H200 beside bf16 GEMMs, against 7-25 us alone).
     """
 
     def __init__(
@@ -181,18 +197,16 @@ class ColdSampler:
         self.stream, self.flush, self.gate, self.probe = stream, flush, gate, probe
         options = EventOptions(timing_enabled=True)
         # recorded again each sample: no event churn
-        self._flushing = stream.device.create_event(options)
         self._begin = stream.device.create_event(options)
         self._end = stream.device.create_event(options)
         self.count = 0
-        self.queued_us = 0.0  # of the last sample
+        self.queued_us: float | None = None  # of the last sample; None: no probe
 
     def sample(self, run: Callable[[], None], before_each: Callable[[], None]) -> float:
         """The microseconds of one run; `before_each` resets state first, untimed."""
         before_each()  # may wait on the stream: before the gate closes
         self.gate.hold(self.stream)
         try:
-            self.stream.record(self._flushing)
             self.flush.fill(self.count & 0xFF, stream=self.stream)
             if self.probe:
                 self.probe.start(self.stream)
@@ -202,11 +216,11 @@ class ColdSampler:
             if self.probe:
                 self.probe.stop(self.stream)
         finally:
-            released = time.perf_counter()
+            released_ns = time.monotonic_ns()
             self.gate.release()
         self.stream.sync()
-        waited_us = (time.perf_counter() - released) * 1e6
-        self.queued_us = waited_us - (self._end - self._flushing) * 1000.0
+        if self.probe:
+            self.queued_us = self.probe.queued_us(released_ns)
         self.count += 1
         return (self._end - self._begin) * 1000.0
 
@@ -239,7 +253,8 @@ def measure(
     throttled = 0
     while len(samples) < defaults.max_samples:
         sample_us = sampler.sample(run, before_each)
-        queued.append(sampler.queued_us)
+        if sampler.queued_us is not None:
+            queued.append(sampler.queued_us)
         spent = time.monotonic() - started
         if probe:
             clock = probe.mhz()
