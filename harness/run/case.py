@@ -148,6 +148,11 @@ class GpuRuntime:
         self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
+    def beside(self, call: Callable[..., T], *args: Any) -> Future[T]:
+        """`call(*args)` on a host thread whose CUDA context is this GPU's (a spec's setup may
+        ask the device's occupancy), while this thread goes on."""
+        return self._ahead.submit(call, *args)
+
     def quiet(self) -> contextlib.AbstractContextManager[bool]:
         """Held while timing: the CUDA calls of host work (loading a module, an occupancy query)
         wait for it to be released."""

@@ -63,7 +63,7 @@ def time_pair(
     """The A/B of one case, and whether the worker's CUDA context is still fit for more."""
     workspaces: list[Workspace] = []
     try:
-        base_ready = runtime.cores.submit(_host_work, runtime, base, "base")  # both at once
+        base_ready = runtime.beside(_host_work, runtime, base, "base")  # both at once
         head_host = _host_work(runtime, head, "head")
         base_host = base_ready.result()
         same = _same_problem(base_host.problem, head_host.problem)
