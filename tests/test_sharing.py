@@ -61,3 +61,17 @@ def test_the_report_counts_the_shared_cells_and_names_the_first():
         "2 of 3 timed cells ran while another process used the GPU (the first, ch.k c[sm_90a]: "
         "why c)"
     )
+
+
+def test_nvml_is_asked_for_the_gpu_by_its_uuid_as_a_string(monkeypatch):
+    from cuda.bindings import nvml
+
+    asked = []
+    monkeypatch.setattr(nvml, "init_v2", lambda: None)
+    monkeypatch.setattr(nvml, "device_get_handle_by_uuid", lambda uuid: asked.append(uuid) or 7)
+    Neighbours("e114c679-1b6f-2ab0-cee0-ce2f5e3d5ea9", 0)
+    Neighbours("GPU-819f1207-950d-4bec-39ba-7bacffa2fbba", 0)
+    assert asked == [
+        "GPU-e114c679-1b6f-2ab0-cee0-ce2f5e3d5ea9",
+        "GPU-819f1207-950d-4bec-39ba-7bacffa2fbba",
+    ]

@@ -139,10 +139,19 @@ def _same_problem(base: Problem, head: Problem) -> bool:
             if array.shape != other.shape or array.dtype != other.dtype:
                 return False
     return all(
-        np.array_equal(array, head_group[name])
+        _same_bits(array, head_group[name])
         for base_group, head_group in ((base.inputs, head.inputs), (base.scratch, head.scratch))
         for name, array in base_group.items()
     )
+
+
+def _same_bits(one: np.ndarray, other: np.ndarray) -> bool:
+    """Bit for bit: a NaN is the same as itself (scratch filled with NaN to show a miss is)."""
+
+    def bits(array: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+    return np.array_equal(bits(one), bits(other))
 
 
 def _check(

@@ -33,7 +33,7 @@ class Neighbours:
 
             nvml.init_v2()
             self._handle = (
-                nvml.device_get_handle_by_uuid(f"GPU-{uuid}".encode())
+                nvml.device_get_handle_by_uuid(nvml_uuid(uuid))
                 if uuid
                 else nvml.device_get_handle_by_index_v2(ordinal)
             )
@@ -58,6 +58,11 @@ class Neighbours:
             for pid, memory in sorted(found.items())
             if pid not in self.ours
         ]
+
+
+def nvml_uuid(uuid: str) -> str:
+    """The UUID as NVML spells it: the driver API's hex digits, behind `GPU-` (or `MIG-`)."""
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
 def _items(listed: Any) -> list[Any]:
