@@ -34,7 +34,10 @@ H200 = ROOT / "docs" / "reports" / "h200"
 # One folder per H200 machine: the same kernels, their code identities unchanged
 MACHINES = [
     H200,
-    *(H200 / "fleet" / gpu for gpu in ("GPU-0409ee10", "GPU-44755d34", "GPU-c4b374a1")),
+    *(
+        H200 / "fleet" / gpu
+        for gpu in ("GPU-0409ee10", "GPU-44755d34", "GPU-c4b374a1", "GPU-819f1207")
+    ),
 ]
 
 
