@@ -134,6 +134,9 @@ def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_repor
 
     said = capsys.readouterr().out
     assert "no base to compare with" in said and "every kernel is judged NEW" in said
+    new_lines = [line for line in said.splitlines() if line.lstrip().startswith("NEW")]
+    assert len(new_lines) == len(KERNELS), said  # one line a kernel, not one a case
+    assert "planted.add_one (2 cases)  -- no base: " in said
     after = Report.from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
     assert [c.name for c in after.cells] == [c.name for c in before.cells]
     assert [c.outcome for c in after.cells] == [c.outcome for c in before.cells]

@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
-KINDS = ("test", "sanitize")
+KINDS = ("test", "sanitize", "ab")
 
 
 def test_sessions_follow_the_matrix(matrix):
@@ -31,3 +33,49 @@ def test_sessions_follow_the_matrix(matrix):
         )
     for name in ("compile", "tests", "lint"):
         assert sessions[name]["description"]
+
+
+@pytest.fixture(scope="module")
+def noxfile():
+    """The noxfile as a module, loaded once: loading registers its sessions with nox."""
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("matrix_noxfile", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module
+
+
+class _Session:
+    def __init__(self):
+        self.said = []
+
+    def log(self, line):
+        self.said.append(line)
+
+
+def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host(noxfile):
+    session = _Session()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.strip()
+
+    args = noxfile._base_tree_args(session, ["--base", "HEAD", "-k", "scale_bias"])
+
+    assert args == [
+        "-k",
+        "scale_bias",
+        "--base-tree",
+        f"/src/.cache/ab/{head}",
+        "--base-commit",
+        head,
+    ]
+    written = ROOT / ".cache" / "ab" / head / "kernels" / "programming_model" / "scale_bias"
+    assert (written / "spec.py").is_file()  # where the container's /src/.cache/ab/<sha> is
+
+
+def test_ab_in_a_container_with_a_base_that_names_no_commit_says_so(noxfile):
+    session = _Session()
+    args = noxfile._base_tree_args(session, ["--base", "no-such-ref-anywhere"])
+    assert args[args.index("--base-commit") + 1] == "no-such-ref-anywhere"
+    assert "every kernel is judged NEW" in session.said[0]

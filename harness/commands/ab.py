@@ -272,6 +272,20 @@ def _line(key: tuple[str, str], ab: ABComparison) -> str:
     return f"  {ab.judgement.value:9} {name}  -- {ab.why}"
 
 
+def unmeasured_lines(found: dict[tuple[str, str], ABComparison]) -> list[str]:
+    """One line for each kernel whose cases were not timed alike (NEW, NOT_RUN), saying why;
+    a kernel's cases that differ in that get a line each. IDENTICAL goes without saying."""
+    by_kernel: dict[tuple[str, ABJudgement, str], list[str]] = {}
+    for (kernel, case), ab in sorted(found.items()):
+        if not ab.judgement.measured and ab.judgement is not ABJudgement.IDENTICAL:
+            by_kernel.setdefault((kernel, ab.judgement, ab.why), []).append(case)
+    lines = []
+    for (kernel, judgement, why), cases in by_kernel.items():
+        which = cases[0] if len(cases) == 1 else f"{len(cases)} cases"
+        lines.append(f"  {judgement.value:9} {kernel} ({which})  -- {why}")
+    return lines
+
+
 def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unavailable:
     """The base's kernel trees: the folder given (`--base-tree`), or the commit `--base`
     names, written out of git under the cache's `ab/` folder."""
@@ -314,10 +328,8 @@ def main(args: argparse.Namespace) -> int:
     _record(report, found)
     store.write(files, report)
     counts = Counter(ab.judgement.value for ab in found.values())
-    for key, ab in sorted(found.items()):
-        if not ab.judgement.measured:
-            if ab.judgement is not ABJudgement.IDENTICAL:
-                print(_line(key, ab))
+    for line in unmeasured_lines(found):
+        print(line)
     print(
         f"ab {target.name} on {runner_name(options.runner)}: "
         + ", ".join(f"{n} {j}" for j, n in sorted(counts.items()))
