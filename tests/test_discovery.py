@@ -68,6 +68,16 @@ def test_a_spec_without_spec_object_or_source_is_broken(planted):
     assert "'wrong_answer.cu' is not a file" in str(kernels["wrong_answer"])
 
 
+@pytest.mark.parametrize("name", ["compile", "spec"])
+def test_a_case_named_after_a_kernel_cell_is_refused_naming_the_spec(planted, name):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    spec.write_text(spec.read_text().replace('Case("n1", {"n": 1})', f'Case("{name}", {{"n": 1}})'))
+    broken = _load_all(planted)["add_one"]
+    assert isinstance(broken, SpecError)
+    assert str(spec) in str(broken)
+    assert f"case name '{name}' is the name of the kernel's own {name} cell" in str(broken)
+
+
 @pytest.mark.parametrize(
     ("kernel", "case"),
     [(k, c) for k in SHIPPED.values() for c in k.spec.cases],

@@ -255,3 +255,29 @@ def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     (cell,) = compiled.cells
     assert cell.case == "compile" and cell.outcome is Outcome.PASSED, cell.message
     assert cell.compile.embedded == "arch=compute_100f,code=[sm_100f]"
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "0", "-3"])
+def test_a_number_that_is_not_finite_and_positive_is_named(tmp_path, value):
+    text = (
+        (ROOT / "matrix.yaml")
+        .read_text()
+        .replace("  case_timeout_s: 60", f"  case_timeout_s: {value}")
+    )
+    path = _written(tmp_path, text)
+    with pytest.raises(
+        MatrixError, match=r"timing.case_timeout_s: expected a finite positive number"
+    ):
+        load_matrix(path)
+
+
+def test_a_float_without_a_dot_is_a_number(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text().replace("  budget_s: 1.0", "  budget_s: 1e0")
+    assert load_matrix(_written(tmp_path, text)).timer.budget_s == 1.0
+    peaks = (
+        (ROOT / "matrix.yaml").read_text().replace("memory_gb_per_s: 4800", "memory_gb_per_s: .inf")
+    )
+    with pytest.raises(
+        MatrixError, match=r"devices.NVIDIA H200.memory_gb_per_s: expected a finite"
+    ):
+        load_matrix(_written(tmp_path, peaks))

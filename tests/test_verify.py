@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
 from harness.model.result import SpecError
+from harness.run.case import checked_work
 from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,
@@ -15,7 +18,7 @@ from harness.run.verify import (
     tolerance_for,
     unchanged,
 )
-from harness.spec import Tolerance
+from harness.spec import Tolerance, Work
 
 
 def test_matching_floats_within_tolerance_pass():
@@ -79,6 +82,26 @@ def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
         check_reference_fits("ch.k", outputs, {"y": np.zeros((3, 4))})
     with pytest.raises(SpecError, match=r"^ch\.k: reference returned \['z'\]"):
         check_reference_fits("ch.k", outputs, {"z": np.zeros((3, 4), np.float32)})
+    with pytest.raises(SpecError, match=r"^ch\.k: reference returned a list, not a mapping"):
+        check_reference_fits("ch.k", outputs, [np.zeros((3, 4), np.float32)])
+
+
+@pytest.mark.parametrize(
+    ("work", "said"),
+    [
+        (Work(bytes=-800), "bytes=-800: a count, 0 or more"),
+        (Work(flops=float("nan")), "flops=nan"),
+        (Work(bytes="8"), "bytes='8'"),
+        (None, "returned None, not a Work"),
+        ({"bytes": 8}, "returned {'bytes': 8}, not a Work"),
+    ],
+)
+def test_a_work_that_is_no_count_is_the_specs_error(work, said):
+    kernel = SimpleNamespace(classname="ch.k")
+    with pytest.raises(SpecError, match=r"^ch\.k spec work\(\) returned ") as error:
+        checked_work(kernel, work)
+    assert said in str(error.value)
+    assert checked_work(kernel, Work(bytes=8, flops=0)) == Work(bytes=8, flops=0)
 
 
 def test_bf16_outputs_compare_at_bf16_precision_and_name_the_bad_element():

@@ -7,6 +7,7 @@ cell, so one bad file never ends the run.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import importlib.util
@@ -16,8 +17,11 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.result import SpecError
+from harness.model.result import CellKind, SpecError
 from harness.spec import KernelSpec
+
+# A compile or spec cell is named after its kind (compile[sm_90a]): a case may not be
+RESERVED_CASE_NAMES = frozenset({CellKind.COMPILE.value, CellKind.SPEC.value})
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,16 @@ def load_kernel(where: KernelFolder) -> Kernel:
         raise broken(f"source {spec.source!r} is not a file beside it")
     if len(spec.cases) == 0:
         raise broken("declares no cases")
-    names = [case.name for case in spec.cases]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    counted = collections.Counter(case.name for case in spec.cases)
+    duplicates = sorted(name for name, count in counted.items() if count > 1)
     if duplicates:
         raise broken(f"case names repeat: {', '.join(duplicates)}")
+    reserved = sorted(RESERVED_CASE_NAMES & counted.keys())
+    if reserved:
+        raise broken(
+            f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
+            "rename the case"
+        )
     return Kernel(where.chapter, where.name, where.folder, spec)
 
 

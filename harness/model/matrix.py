@@ -7,7 +7,9 @@ because a matrix file is edited by hand and read by CI far from whoever edited i
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,14 +232,21 @@ class _Reader:
         value = yaml.safe_load(yaml.serialize(node))
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        if kind is float and isinstance(value, str) and node.style is None:
+            # YAML 1.1 reads 1e9 (no dot) as a string; every other reader takes it as a number
+            with contextlib.suppress(ValueError):
+                value = float(value)
         if kind is str and node.style is None and not isinstance(value, str):
             raise self.fail(
                 node, f"{where}: expected a string, got {_quoted(node.value)} (quote it)"
             )
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise self.fail(node, f"{where}: expected a {kind.__name__}, got {_quoted(node.value)}")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
-            raise self.fail(node, f"{where}: expected a positive number, got {_quoted(node.value)}")
+        positive = not isinstance(value, int | float) or isinstance(value, bool) or value > 0
+        if not positive or (isinstance(value, float) and not math.isfinite(value)):
+            raise self.fail(
+                node, f"{where}: expected a finite positive number, got {_quoted(node.value)}"
+            )
         return value
 
     def strings(self, node: yaml.Node, where: str) -> tuple[str, ...]:

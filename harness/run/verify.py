@@ -41,6 +41,11 @@ def check_reference_fits(
 ) -> None:
     """SpecError when the reference does not fit the outputs: the spec is wrong, not the
     kernel."""
+    if not isinstance(expected, Mapping):
+        raise SpecError(
+            f"{classname}: reference returned a {type(expected).__name__}, not a mapping of each "
+            "output's name to its array"
+        )
     if set(expected) != set(outputs):
         raise SpecError(
             f"{classname}: reference returned {sorted(expected)}, but the problem's outputs are "
