@@ -285,3 +285,38 @@ def test_a_case_s_a_b_and_a_shared_gpu_are_properties_and_round_trip_through_the
     SCHEMA.assertValid(document)
     values = {p.get("name"): p.get("value") for p in document.iter("property")}
     assert values["ab_ratio"] == "1.046" and values["ab_why"] == "the base's build failed"
+
+
+@pytest.mark.parametrize("control", ["\x07", "\x1b", "\x00", "\ufffe"])
+def test_a_character_xml_cannot_hold_is_escaped_wherever_a_kernel_or_spec_put_it(tmp_path, control):
+    """A BEL in a case name or an ESC in an nvcc warning must not make the file ill-formed and
+    lose the target's every cell."""
+    where = Provenance(runner=f"run{control}ner", commit="abc123")
+    cell = Cell(
+        CellKind.CASE,
+        f"ch{control}",
+        "k",
+        f"case{control}",
+        "sm_90a",
+        where,
+        Outcome.FAILED,
+        message=f"spec raised {control}[31m",
+        detail=f"nvcc: warning {control}",
+        seed=1,
+    )
+    report = Report(f"cuda-matrix.sm_90a.run{control}", "sm_90a", where, [cell, *_cells()])
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    store.write(files, report)
+
+    document = etree.parse(str(files.xml))  # well-formed: it parses
+    SCHEMA.assertValid(document)
+    escaped = ascii(control)[1:-1]
+    case = document.getroot()[0].findall("testcase")[0]
+    assert (
+        case.get("name") == f"case{escaped}[sm_90a]" and case.get("classname") == f"ch{escaped}.k"
+    )
+    assert case.find("failure").get("message") == f"spec raised {escaped}[31m"
+    assert case.find("system-out").text == f"nvcc: warning {escaped}"
+    read = read_report(files.xml)  # the JSON keeps the text as it was, and agrees with the XML
+    assert read.cells[0].case == f"case{control}"
+    assert len(read.cells) == 5

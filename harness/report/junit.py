@@ -7,6 +7,7 @@ already read (`time_median_us`, `registers`, ...). The report's files are harnes
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -28,8 +29,24 @@ def render(reports: Iterable[Report], name: str | None = None) -> str:
         root.set("failures", str(totals["failures"]))
         root.set("errors", str(totals["errors"]))
         root.set("time", f"{totals['time']:.3f}")
+    for element in root.iter():  # every text a kernel, a spec or a tool put there
+        element.text = xml_text(element.text) if element.text else element.text
+        for key, value in element.attrib.items():
+            element.attrib[key] = xml_text(value)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+
+
+# What XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and return; lone
+# surrogates; U+FFFE and U+FFFF. One such character in a case name or an nvcc warning would make
+# the whole file ill-formed and lose every cell of the target.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` with each character XML cannot hold written as its escape, `\\x07`: valid, inert,
+    and still saying what was there."""
+    return _NOT_XML.sub(lambda found: ascii(found.group())[1:-1], text)
 
 
 def _suite(root: ET.Element, report: Report) -> ET.Element:

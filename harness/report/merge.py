@@ -108,7 +108,10 @@ def read_report(xml_file: Path) -> Report:
         raise ReportError(f"{json_file}: not valid JSON ({error})") from error
     report = Report.from_json(data, json_file)
     in_xml = _xml_outcomes(xml_file)
-    in_json = {(c.classname, c.name): c.outcome for c in report.cells}
+    # as the XML holds them: with the characters XML cannot hold escaped
+    in_json = {
+        (junit.xml_text(c.classname), junit.xml_text(c.name)): c.outcome for c in report.cells
+    }
     if set(in_json) != set(in_xml) or len(report.cells) != len(in_xml):
         only_xml = sorted(set(in_xml) - set(in_json))[:3]
         only_json = sorted(set(in_json) - set(in_xml))[:3]
