@@ -329,3 +329,22 @@ def test_a_build_whose_identity_cannot_be_read_still_builds_and_says_why(
     built = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
     assert built.binary is not None and built.code_identity is None
     assert "code identity unavailable: cuobjdump -xelf failed: planted" in built.log
+
+
+def test_a_kernel_that_makes_nvcc_print_megabytes_keeps_its_start_and_end(
+    matrix, toolchain, add_one, tmp_path
+):
+    from harness.compile.nvcc import LOG_CHARS
+
+    source = add_one.folder / "add_one.cu"
+    noisy = "".join(f'#pragma message("line {i} {"x" * 80}")\n' for i in range(3000))
+    source.write_text(noisy + source.read_text())
+    result = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    assert result.binary is not None, result.log[-500:]
+    assert LOG_CHARS < len(result.log) < LOG_CHARS + 100
+    assert "characters left out ...]" in result.log
+    assert "line 0 " in result.log  # its start
+    assert "add_one" in result.log.splitlines()[-1] or "ptxas" in result.log[-2000:]  # its end
+    assert result.resources["add_one"].registers > 0  # read from the whole log first
+    (record,) = (tmp_path / "cache").rglob("*.json")
+    assert len(json.loads(record.read_text())["log"]) == len(result.log)  # the cache keeps no more

@@ -33,10 +33,13 @@ from harness.compile.identity import IdentityError, code_identity
 from harness.compile.toolchain import Toolchain
 from harness.model.discovery import Kernel
 from harness.model.matrix import Target
-from harness.model.result import KernelFailed, Resources, Unavailable
+from harness.model.result import KernelFailed, Resources, Unavailable, bounded
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
 TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung
+# Of nvcc's output kept (in the cell, the cache, the history): a `#pragma message` in a loop
+# once made 105 MB of it
+LOG_CHARS = 64_000
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.MULTILINE)
 
@@ -263,7 +266,7 @@ class Compiler:
         record = binary.with_suffix(".json")
         cached = _read_entry(binary, record)
         if cached is not None:
-            log = cached["log"]
+            log = bounded(cached["log"], LOG_CHARS)  # an entry from before logs were bounded
             identity = cached.get("code_identity")
             if identity is None:  # an entry from before code identities
                 identity, log = self._identity(binary, log)
@@ -294,7 +297,8 @@ class Compiler:
         except OSError as error:
             failed, log = True, f"cannot run {command[0]}: {error.strerror}"
         seconds = time.monotonic() - started
-        resources = parse_ptxas(log)
+        resources = parse_ptxas(log)  # from the whole log, before it is bounded
+        log = bounded(log, LOG_CHARS)
         if failed:
             scratch.unlink(missing_ok=True)
             return Compiled(None, command, log, seconds, False, resources)

@@ -97,6 +97,17 @@ class Skip(CellError):
         self.skip_reason = reason
 
 
+def bounded(text: str, limit: int) -> str:
+    """`text` kept whole up to `limit` characters; past that its start and its end, with the
+    cut said between them: no log a kernel makes a tool print grows a report, a cache entry or
+    the history without bound."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters left out ...]\n{text[-half:]}"
+
+
 def column_of(target: str, runner: str) -> str:
     """Where a report shows a cell: its target and runner, `sm_90a@runner`."""
     return f"{target}@{runner}"

@@ -26,6 +26,7 @@ from harness.model.result import (
     SanitizerFindings,
     SkipReason,
     Unavailable,
+    bounded,
 )
 from harness.processes import Finished, describe_exit
 
@@ -213,8 +214,4 @@ def detail(log: str, finished: Finished) -> str:
         if output.strip():
             text += f"\n--- {stream} of compute-sanitizer and the case process ---\n"
             text += output.strip()
-    if len(text) <= LOG_CHARS:
-        return text
-    half = LOG_CHARS // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}\n[... {cut} characters left out ...]\n{text[-half:]}"
+    return bounded(text, LOG_CHARS)
