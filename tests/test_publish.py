@@ -235,6 +235,37 @@ def test_a_corrupt_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
     assert History(db).commits() == ["aaaa1111"]
 
 
+@pytest.mark.parametrize("kind", ["folder", "pipe", "link"])
+def test_a_db_that_is_no_history_file_is_left_as_it_is_and_the_rest_is_published(tmp_path, kind):
+    """--db naming /dev/null once had it moved aside and replaced; nothing but a history file is
+    ever moved or written."""
+    db = tmp_path / "history.sqlite"
+    if kind == "folder":
+        db.mkdir()
+    elif kind == "pipe":
+        os.mkfifo(db)
+    else:
+        (tmp_path / "elsewhere.sqlite").write_bytes(b"")
+        db.symlink_to(tmp_path / "elsewhere.sqlite")
+    before = db.lstat()
+    done = _report(*KEPT, "--out", tmp_path / "out", "--db", db, "--commit", "aaaa1111")
+    assert done.returncode == 0, done.stderr
+    assert f"{db}: not a history file but a" in done.stderr
+    assert "nothing was judged or recorded" in done.stderr
+    assert db.lstat().st_ino == before.st_ino and db.lstat().st_mode == before.st_mode
+    assert not list(tmp_path.glob("history.sqlite.unreadable-*"))
+    assert (tmp_path / "out" / "dashboard.html").is_file()
+
+
+def test_an_out_that_is_a_file_is_refused_before_anything_is_recorded(tmp_path):
+    out, db = tmp_path / "out", tmp_path / "h.sqlite"
+    out.write_text("mine")
+    done = _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111")
+    assert done.returncode == 2
+    assert f"--out {out}: not a folder; nothing was read, recorded or written" in done.stderr
+    assert out.read_text() == "mine" and not db.exists()
+
+
 def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
     lenient = _report(cpu_report, "--out", tmp_path, "--db", tmp_path / "h.sqlite")
     assert lenient.returncode == 0

@@ -23,6 +23,10 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     matrix, _ = environment.matrix_and_targets(args.matrix, [])
+    if args.out.exists() and not args.out.is_dir():
+        raise environment.Unusable(
+            f"--out {args.out}: not a folder; nothing was read, recorded or written"
+        )
     artifact_of: dict[Path, str] = {}
     if args.artifacts:  # every report in reports-<target>/ must be of that target
         for folder in sorted(args.artifacts.glob("reports-*")):

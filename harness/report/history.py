@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -95,7 +96,20 @@ class HistoryError(Exception):
 
 def open_history(path: Path) -> tuple[History, str | None]:
     """The history at `path`; one this harness cannot read (corrupt, or of another schema) is
-    moved aside whole and a fresh one started in its place, and the second value says so."""
+    moved aside whole and a fresh one started in its place, and the second value says so. A
+    path that is something else than a file (a folder, a device, a pipe, a link) is refused
+    as it is: only a history file is ever moved."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        found = None
+    except OSError as error:
+        raise HistoryError(f"{path}: cannot be looked at ({error.strerror})") from error
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise HistoryError(
+            f"{path}: not a history file but {_kind_of(found.st_mode)}; --db names the file "
+            "the history is kept in"
+        )
     try:
         return History(path), None
     except HistoryError as error:
@@ -110,10 +124,27 @@ def open_history(path: Path) -> tuple[History, str | None]:
         return History(path), f"{error}; kept it as {kept} and started a fresh history"
 
 
+def _kind_of(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 class History:
     def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path)
+        except (OSError, sqlite3.Error) as error:
+            raise HistoryError(f"{path}: cannot be opened ({error})") from error
         try:
             (version,) = self.db.execute("PRAGMA user_version").fetchone()
             tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]

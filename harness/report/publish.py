@@ -54,15 +54,15 @@ def publish(options: PublishOptions) -> Published:
         if not report.finished
     ]
     failures: list[str] = [*report_set.problems, *unfinished]
-    judged = _against_history(report_set, options)
+    out = options.out
+    out.mkdir(parents=True, exist_ok=True)  # before the history: a run that cannot publish
+    judged = _against_history(report_set, options)  # records nothing
     verdicts = judged.verdicts
     remarks = [*report_set.remarks, *judged.remarks, *_unconfirmed(verdicts)]
     if options.max_slowdown_pct is not None:
         gate = _gate(report_set, options.max_slowdown_pct)
         failures += gate.failures
         remarks += gate.remarks
-    out = options.out
-    out.mkdir(parents=True, exist_ok=True)
     write_merged_xml(report_set, out / "merged.xml")
     summary = render_summary(
         report_set, verdicts, [*remarks, *unfinished], options.expected_targets
