@@ -144,6 +144,25 @@ TABLE = [
         ['#include "../../../secret.h" reaches', "outside the kernel tree", "refused"],
     ),
     (
+        "a kernel's .cu is a link to a file outside its tree",
+        lambda work: (
+            (work / "secret.cu").write_text((work / "kernels" / SOURCE).read_text()),
+            (work / "kernels" / SOURCE).unlink(),
+            (work / "kernels" / SOURCE).symlink_to(work / "secret.cu"),
+        ),
+        1,
+        ["the kernel's source reaches", "secret.cu, outside the kernel tree", "refused"],
+    ),
+    (
+        "a spec names a source outside its tree",
+        lambda work: (
+            (work / "secret.cu").write_text((work / "kernels" / SOURCE).read_text()),
+            _edit(work / "kernels" / SPEC, 'source="add_one.cu"', 'source="../../../secret.cu"'),
+        ),
+        1,
+        ["the kernel's source reaches", "secret.cu, outside the kernel tree", "refused"],
+    ),
+    (
         "a kernel includes an absolute path",
         lambda work: _include(work, "#include </etc/hostname>"),
         1,

@@ -85,6 +85,11 @@ def sources_of(source: Path, tree: Path | None = None) -> list[Path]:
     seen: list[Path] = []
     pending = [source.resolve()]
     root = tree.resolve() if tree else None
+    if root and not pending[0].is_relative_to(root):  # `../` in its name, or a link out
+        raise OutsideTree(
+            f"{source}: the kernel's source reaches {pending[0]}, outside the kernel tree "
+            f"{root}: refused"
+        )
     while pending:
         path = pending.pop()
         if path in seen or not path.is_file():
