@@ -24,8 +24,7 @@ from harness.commands.stage import (
     Build,
     RunOptions,
     check_selection,
-    compile_stage,
-    load_kernels,
+    load_and_compile,
     report_stem,
     runnable_binary,
 )
@@ -81,16 +80,11 @@ def compare_target(
     where = report.provenance
     device = devices if isinstance(devices, Unavailable) else devices[0]
     head_folders = check_selection(options.kernels_roots, options.select)
-    head_kernels, _ = load_kernels(head_folders, matrix.timer.case_timeout_s, target, where)
-    head = compile_stage(
-        target=target,
-        kernels=head_kernels,
-        toolchain=toolchain,
-        cache_dir=options.cache_dir,
-        where=where,
-        run_cells=lambda kernel: [],
+    heads = load_and_compile(
+        head_folders, matrix, target, toolchain, options.cache_dir, where, lambda kernel: []
     )
-    bases = _base_kernels(matrix, options, base, toolchain, where, head_kernels)
+    head = heads.stage
+    bases = _base_kernels(matrix, options, base, toolchain, where, heads.loaded)
     commit = base.commit if isinstance(base, BaseTree) else "none"
     passed = {
         (cell.classname, cell.case)
@@ -185,17 +179,12 @@ def _base_kernels(
             outside.update({f.classname: base_root.why for f in kernel_folders(Path(root))})
         elif base_root.is_dir():
             folders += kernel_folders(base_root, options.select)
-    loaded, broken_cells = load_kernels(folders, matrix.timer.case_timeout_s, options.target, where)
-    broken = {cell.classname: cell.message for cell in broken_cells}
-    stage = compile_stage(
-        target=options.target,
-        kernels=loaded,
-        toolchain=toolchain,
-        cache_dir=options.cache_dir,
-        where=where,
-        run_cells=lambda kernel: [],
+    found = load_and_compile(
+        folders, matrix, options.target, toolchain, options.cache_dir, where, lambda kernel: []
     )
-    by_name = {k.classname: k for k in loaded}
+    broken = {cell.classname: cell.message for cell in found.spec_cells}
+    stage = found.stage
+    by_name = {k.classname: k for k in found.loaded}
     sides = {}
     for kernel in head_kernels:
         name = kernel.classname

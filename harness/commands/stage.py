@@ -341,6 +341,38 @@ def runnable_binary(target: Target, device: DeviceInfo | Unavailable, build: Bui
 
 
 @dataclass(frozen=True)
+class Found:
+    """Kernel folders made kernels: those whose spec loaded, an error cell for each that did
+    not, and the loaded ones compiled for the target."""
+
+    loaded: list[Kernel]
+    spec_cells: list[Cell]
+    stage: CompileStage
+
+
+def load_and_compile(
+    folders: list[KernelFolder],
+    matrix: Matrix,
+    target: Target,
+    toolchain: Toolchain | Unavailable,
+    cache_dir: Path,
+    where: Provenance,
+    run_cells: Callable[[Kernel], list[RunCell]],
+) -> Found:
+    """The specs of `folders` loaded (load_kernels) and their kernels compiled (compile_stage)."""
+    loaded, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
+    stage = compile_stage(
+        target=target,
+        kernels=loaded,
+        toolchain=toolchain,
+        cache_dir=cache_dir,
+        where=where,
+        run_cells=run_cells,
+    )
+    return Found(loaded, spec_cells, stage)
+
+
+@dataclass(frozen=True)
 class StartedRun:
     """A run past its first steps: its report (on disk, unfinished), where it runs, and the
     target's kernels compiled."""
@@ -371,15 +403,10 @@ def start_run(
     report = new_report(f"{suite}.{target.name}.{runner}", target, where, toolchain, device)
     report.compute_sanitizer = str(compute_sanitizer) if compute_sanitizer else None
     store.write(files, report)
-    kernels, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
-    stage = compile_stage(
-        target=target,
-        kernels=kernels,
-        toolchain=toolchain,
-        cache_dir=options.cache_dir,
-        where=where,
-        run_cells=run_cells,
+    found = load_and_compile(
+        folders, matrix, target, toolchain, options.cache_dir, where, run_cells
     )
-    report.cells.extend([*spec_cells, *stage.cells])
+    stage = found.stage
+    report.cells.extend([*found.spec_cells, *stage.cells])
     store.write(files, report)
     return StartedRun(report, where, stage)
