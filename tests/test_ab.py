@@ -162,3 +162,21 @@ def test_matrix_ab_settings_are_checked(tmp_path, bad):
     path.write_text(text.replace(block, "\n".join(lines) + "\n"))
     with pytest.raises(MatrixError, match=r"matrix.yaml:\d+: ab"):  # the file, line and key
         load_matrix(path)
+
+
+def test_a_base_tree_that_is_no_folder_judges_every_kernel_new_saying_so(
+    matrix, toolchain, compile_cache, tmp_path, capsys
+):
+    head = _tree(tmp_path / "kernels")
+    reports = tmp_path / "reports"
+    _head_report(matrix, toolchain, compile_cache, head, reports)
+    args = ["ab", "sm_90a", "--base-tree", str(tmp_path / "nowhere"), "--kernels", str(head)]
+    args += ["--reports", str(reports), "--cache", str(compile_cache), "--runner", "t"]
+
+    assert main(args) == 0
+
+    said = capsys.readouterr().out
+    assert f"--base-tree {tmp_path / 'nowhere'}: no such folder" in said
+    after = Report.from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
+    cases = [c for c in after.cells if c.kind is CellKind.CASE]
+    assert cases and all(c.ab.judgement is ABJudgement.NEW for c in cases)

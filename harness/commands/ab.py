@@ -279,6 +279,8 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
     """The base's kernel trees: the folder given (`--base-tree`), or the commit `--base`
     names, written out of git under the cache's `ab/` folder."""
     if args.base_tree:
+        if not args.base_tree.is_dir():
+            return Unavailable(f"--base-tree {args.base_tree}: no such folder")
         return BaseTree(args.base_commit or str(args.base_tree), args.base_tree, environment.ROOT)
     commit = resolve_commit(environment.ROOT, args.base)
     if isinstance(commit, Unavailable):
