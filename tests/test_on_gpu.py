@@ -321,3 +321,38 @@ def test_a_gpu_of_its_own_is_not_called_shared(cells):
     assert timed and not [c for c in timed if c.timing.shared_gpu], [
         (c.name, c.timing.queued_us, c.timing.shared_gpu) for c in timed if c.timing.shared_gpu
     ]
+
+
+def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu):
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    from harness.run.checked import check
+    from harness.run.launch import HostStaging
+
+    device = Device(gpu.ordinal)
+    device.set_current()
+    staging = HostStaging()
+    first = staging.array((1000, 3), np.dtype(np.float32))
+    first[:] = 1.0
+    second = staging.array((5_000_000,), np.dtype(np.float64))  # beyond the first block
+    second[:] = 2.0
+    third = staging.array((0, 4), np.dtype(np.int8))  # an empty output
+    assert third.shape == (0, 4)
+    assert (first == 1.0).all() and (second == 2.0).all()  # the first block kept for `first`
+    data = np.arange(7, dtype=np.int32)
+    buffer = device.allocate(data.nbytes, stream=device.create_stream())
+    check(driver.cuMemcpyHtoD(int(buffer.handle), data.ctypes.data, data.nbytes))
+    staging.reset()
+    kept = staging.held_bytes
+    assert kept >= first.nbytes + second.nbytes  # the larger block, the smaller given back
+    landed = staging.array(data.shape, data.dtype)
+    check(driver.cuMemcpyDtoH(landed.ctypes.data, int(buffer.handle), data.nbytes))
+    assert np.array_equal(landed, data)
+    staging.reset()
+    # everything the last check took fits the block it kept: no more page-locked memory
+    staging.array((1000, 3), np.dtype(np.float32))
+    staging.array((5_000_000,), np.dtype(np.float64))
+    assert staging.held_bytes == kept
+    staging.close()
+    assert staging.held_bytes == 0

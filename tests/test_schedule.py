@@ -13,7 +13,16 @@ from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
 from harness.model.result import CellKind, Outcome, SkipReason
 from harness.run.device import DeviceInfo
-from harness.run.schedule import estimate_seconds, expected_seconds, shard
+from harness.run.schedule import (
+    AHEAD_MEMORY_MAX,
+    Expected,
+    ahead_memory,
+    estimate,
+    expected,
+    pipeline_order,
+    shard,
+    within_memory,
+)
 from harness.spec import Work
 from tests import fake_workers
 from tests.conftest import ROOT
@@ -88,11 +97,38 @@ def test_shards_are_balanced_longest_first():
 
 
 def test_a_case_is_expected_to_take_what_it_took_else_what_its_size_says():
-    last = {("ch.k", "big"): 3.5}
-    assert expected_seconds(("ch.k", "big"), last, None) == 3.5
+    last = {("ch.k", "big"): Expected(host_s=1.5, turn_s=3.5)}
+    assert expected(("ch.k", "big"), last, None) == Expected(1.5, 3.5)
     large, small = Work(bytes=1 << 30), Work(bytes=1 << 10)
-    assert expected_seconds(("ch.k", "new"), last, large) == estimate_seconds(large)
-    assert estimate_seconds(large) > 10 * estimate_seconds(small)
+    assert expected(("ch.k", "new"), last, large) == estimate(large)
+    assert estimate(large).host_s > 10 * estimate(small).host_s
+    assert estimate(large).turn_s > 5 * estimate(small).turn_s
+    # a small case waits on its turn (timing), a large one on its host work (inputs, reference)
+    assert estimate(small).host_s < estimate(small).turn_s
+    assert estimate(large).host_s > estimate(large).turn_s
+
+
+def test_each_gpu_takes_its_cases_in_johnsons_order():
+    cases = {
+        "tiny": Expected(0.01, 0.2),
+        "small": Expected(0.05, 0.3),
+        "huge": Expected(3.0, 1.0),
+        "large": Expected(1.0, 0.6),
+        "mid": Expected(0.4, 0.3),
+    }
+    order = pipeline_order(list(cases), cases.__getitem__)
+    # the GPU starts on what needs the least host work, and ends on the shortest turns
+    assert order == ["tiny", "small", "huge", "large", "mid"]
+    assert pipeline_order([], cases.__getitem__) == []
+
+
+def test_cases_are_prepared_ahead_as_far_as_the_memory_set_aside_holds():
+    gib = 1 << 30
+    assert within_memory([gib, gib, gib, gib], 3 * gib) == 3
+    assert within_memory([gib, 4 * gib, gib], 3 * gib) == 1  # not past a case that does not fit
+    assert within_memory([8 * gib, gib], 3 * gib) == 1  # the next case always: it is needed
+    assert within_memory([], gib) == 0
+    assert 0 < ahead_memory() <= AHEAD_MEMORY_MAX
 
 
 @pytest.mark.parametrize("gpus", [1])

@@ -4,12 +4,14 @@ Every (kernel, case) gets exactly one cell. The report is rewritten after the co
 as cases finish (store.LiveReport: at most WRITE_INTERVAL_S behind the last), so whatever was
 measured is on disk whatever happens next. With several
 GPUs visible, each has its own worker and its own shard of the cases (balanced by expected time);
-a fault on one GPU fails only its case and restarts only that GPU's worker.
+a fault on one GPU fails only its case and restarts only that GPU's worker. Each GPU takes its
+cases in the order that overlaps their host work best with its own (schedule.pipeline_order).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import threading
@@ -24,6 +26,7 @@ from harness.commands.stage import (
     RunCell,
     RunOptions,
     RunResult,
+    StartedRun,
     report_stem,
     runnable_binary,
     settled_cell,
@@ -45,7 +48,7 @@ from harness.report import store
 from harness.run import worker
 from harness.run.device import DeviceInfo
 from harness.run.pool import Serve, WorkerFault, WorkerPool
-from harness.run.schedule import AHEAD_CASES, expected_seconds, shard
+from harness.run.schedule import AHEAD_CASES, Expected, expected, pipeline_order, shard
 from harness.run.worker import CaseJob, WorkerSetup
 from harness.spec import Case, Work
 
@@ -65,7 +68,7 @@ class _Job:
     kernel: Kernel
     case: Case
     binary: Path
-    expected_s: float
+    expected: Expected
 
 
 def run_target(
@@ -83,39 +86,76 @@ def run_target(
     target = options.target
     kind = "junit" if execute else "compile"
     files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
-    last_seconds = _seconds_of_last_run(files.json)  # before this run replaces it
-    started_run = start_run(matrix, options, files, "cuda-matrix", toolchain, first, _case_cells)
-    report, where, stage = started_run.report, started_run.where, started_run.stage
-    if execute:
-        compiled = len(report.cells)  # the run cells follow, in the order of the kernels' cases
-        order = {
-            (kernel.classname, case.name): index
-            for index, (kernel, case) in enumerate(
-                (k, c) for k in stage.kernels for c in k.spec.cases
-            )
-        }
-        jobs = []
-        for kernel in stage.kernels:
-            try:
-                binary = runnable_binary(target, first, stage.builds[kernel.classname])
-            except CellError as cannot:
-                for case_cell in _case_cells(kernel):
-                    report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
-                continue
-            for case in kernel.spec.cases:
-                key = (kernel.classname, case.name)
-                expected = expected_seconds(key, last_seconds, _work_of(kernel, case))
-                jobs.append(_Job(kernel, case, binary, expected))
-        store.write(files, report)
-        if jobs and not isinstance(devices, Unavailable):
-            _run_jobs(jobs, list(devices), matrix, target, where, workers, report, files)
-        run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
-        report.cells[compiled:] = run_cells
+    last_run = _expected_of_last_run(files.json)  # before this run replaces it
+    with contextlib.ExitStack() as up:
+        # Each GPU's worker starts now: its imports and CUDA context overlap the compile stage.
+        pools = _started_workers(up, devices, matrix, workers) if execute else {}
+        started_run = start_run(
+            matrix, options, files, "cuda-matrix", toolchain, first, _case_cells
+        )
+        if execute:
+            _run_cases(started_run, last_run, devices, pools, matrix, target, files)
+    report = started_run.report
     report.shared_gpu = _shared_gpu(report.cells)
     report.finished = True
     report.wall_s = round(time.monotonic() - started, 3)
     store.write(files, report)
-    return RunResult(report, files, stage.fresh, stage.cached)
+    return RunResult(report, files, started_run.stage.fresh, started_run.stage.cached)
+
+
+def _started_workers(
+    up: contextlib.ExitStack,
+    devices: Sequence[DeviceInfo] | Unavailable,
+    matrix: Matrix,
+    workers: Workers,
+) -> dict[int, WorkerPool]:
+    """A worker pool for each GPU, by ordinal, its worker starting; closed when `up` closes."""
+    if isinstance(devices, Unavailable):
+        return {}
+    host_threads = max(1, (os.cpu_count() or 1) // len(devices))
+    pools = {}
+    for device in devices:
+        setup = WorkerSetup(device, matrix.timer, host_threads)
+        pool = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
+        pool.start()
+        pools[device.ordinal] = pool
+    return pools
+
+
+def _run_cases(
+    started_run: StartedRun,
+    last_run: dict[tuple[str, str], Expected],
+    devices: Sequence[DeviceInfo] | Unavailable,
+    pools: dict[int, WorkerPool],
+    matrix: Matrix,
+    target: Target,
+    files: store.ReportFiles,
+) -> None:
+    """A cell for every case of every compiled kernel, run on `devices` (or settled with why it
+    cannot run), appended to the report in the order of the kernels' cases."""
+    report, where, stage = started_run.report, started_run.where, started_run.stage
+    first = devices if isinstance(devices, Unavailable) else devices[0]
+    compiled = len(report.cells)  # the run cells follow the compile cells
+    order = {
+        (kernel.classname, case.name): index
+        for index, (kernel, case) in enumerate((k, c) for k in stage.kernels for c in k.spec.cases)
+    }
+    jobs = []
+    for kernel in stage.kernels:
+        try:
+            binary = runnable_binary(target, first, stage.builds[kernel.classname])
+        except CellError as cannot:
+            for case_cell in _case_cells(kernel):
+                report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
+            continue
+        for case in kernel.spec.cases:
+            key = (kernel.classname, case.name)
+            jobs.append(_Job(kernel, case, binary, expected(key, last_run, _work_of(kernel, case))))
+    store.write(files, report)
+    if jobs and not isinstance(devices, Unavailable):
+        _run_jobs(jobs, list(devices), pools, matrix, target, where, report, files)
+    run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
+    report.cells[compiled:] = run_cells
 
 
 def _shared_gpu(cells: list[Cell]) -> str | None:
@@ -140,18 +180,19 @@ def _case_cells(kernel: Kernel) -> list[RunCell]:
 def _run_jobs(
     jobs: list[_Job],
     devices: list[DeviceInfo],
+    pools: dict[int, WorkerPool],
     matrix: Matrix,
     target: Target,
     where: Provenance,
-    workers: Workers,
     report: Report,
     files: store.ReportFiles,
 ) -> None:
-    """Every job on one of `devices`, each device working through its shard in its own worker;
-    each cell goes into the report (rewritten on disk) the moment it is done."""
-    shards = shard(jobs, lambda job: job.expected_s, len(devices))
-    progress = Progress(len(jobs), max(sum(j.expected_s for j in s) for s in shards))
-    host_threads = max(1, (os.cpu_count() or 1) // len(devices))
+    """Every job on one of `devices`, each device working through its shard in its own worker
+    (`pools`, by device ordinal); each cell goes into the report (rewritten on disk) the moment
+    it is done."""
+    balanced = shard(jobs, lambda job: job.expected.turn_s, len(devices))
+    shards = [pipeline_order(queue, lambda job: job.expected) for queue in balanced]
+    progress = Progress(len(jobs), max(sum(j.expected.turn_s for j in s) for s in shards))
     live = store.LiveReport(files, report)
     done = threading.Lock()
 
@@ -161,14 +202,13 @@ def _run_jobs(
             progress.finished(cell)
 
     def drive(device: DeviceInfo, queue: list[_Job]) -> None:
-        setup = WorkerSetup(device, matrix.timer, host_threads)
-        with WorkerPool(workers.start, workers.serve, setup) as pool:
-            for index, job in enumerate(queue):
-                after = queue[index + 1 : index + 1 + AHEAD_CASES]
-                upcoming = tuple(_case_job(later, target, where) for later in after)
-                case_job = _case_job(job, target, where, upcoming)
-                timeout_s = matrix.timer.case_timeout_s
-                finished(_run_one(pool, job, case_job, device, timeout_s))
+        pool = pools[device.ordinal]
+        for index, job in enumerate(queue):
+            after = queue[index + 1 : index + 1 + AHEAD_CASES]
+            upcoming = tuple(_case_job(later, target, where) for later in after)
+            case_job = _case_job(job, target, where, upcoming)
+            timeout_s = matrix.timer.case_timeout_s
+            finished(_run_one(pool, job, case_job, device, timeout_s))
 
     failures: list[BaseException] = []
 
@@ -223,13 +263,20 @@ def _case_job(
     )
 
 
-def _seconds_of_last_run(json_file: Path) -> dict[tuple[str, str], float]:
-    """What each run cell took in the report this run replaces; empty when there is none."""
+def _expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
+    """What each run cell took in the report this run replaces, its host work apart from its
+    turn on the GPU; empty when there is none."""
     try:
         last = Report.from_json(json.loads(json_file.read_text()), json_file)
     except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
         return {}
-    return {(c.classname, c.case): c.seconds for c in last.cells if c.kind is CellKind.CASE}
+    return {
+        (c.classname, c.case): Expected(
+            c.stages.setup_s + c.stages.reference_s if c.stages else 0.0, c.seconds
+        )
+        for c in last.cells
+        if c.kind is CellKind.CASE
+    }
 
 
 def _work_of(kernel: Kernel, case: Case) -> Work | None:

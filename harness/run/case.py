@@ -40,8 +40,8 @@ from harness.model.result import (
 from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
-from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, Module, Workspace
-from harness.run.schedule import AHEAD_CASES
+from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, HostStaging, Module, Workspace
+from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
@@ -150,6 +150,7 @@ class GpuRuntime:
         self.clock = ClockProbe(info.sm_count)
         self.clock.warm(self.stream)
         self.digests = Digests(self.device, self.stream, info.sm_count)
+        self.staging = HostStaging()  # what checks download into
         self.neighbours = Neighbours(info.uuid, info.ordinal)
         self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
         # cuda.core's Device objects are per thread: the helper thread makes the context current
@@ -159,6 +160,7 @@ class GpuRuntime:
         self._ahead = ThreadPoolExecutor(
             2 * AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
         )
+        self._ahead_memory = ahead_memory()
         # host work begun, by its case's key and whether it is of the fresh inputs
         self._prepared: dict[tuple, Future] = {}
         self._quiet = threading.Lock()  # held while timing
@@ -193,8 +195,9 @@ class GpuRuntime:
         """The case's cell, and whether this process's CUDA context is still fit for more.
 
         Untimed, the case runs once (set up, launch, verify): what a sanitizer needs to watch.
-        The host work of the `upcoming` cases (the next AHEAD_CASES) starts now, each on a
-        helper thread, so that it is ready when its turn comes.
+        The host work of the `upcoming` cases (as many of the next AHEAD_CASES as fit in the
+        host memory set aside for them) starts now, each on a helper thread, so that it is ready
+        when its turn comes.
         """
         cell = Cell(
             CellKind.CASE,
@@ -226,9 +229,11 @@ class GpuRuntime:
                 fresh.cancel()  # not needed when the case failed before timing
 
     def _prepare_ahead(self, upcoming: tuple[Upcoming, ...], timed: bool) -> None:
-        """Begin what is not begun of `upcoming` (timed, their fresh inputs' too); drop what was
-        begun for cases no longer coming, so that at most AHEAD_CASES cases wait in memory."""
+        """Begin what is not begun of the first of `upcoming` that fit in the memory set aside
+        (timed, their fresh inputs' too); drop what was begun for cases no longer coming."""
         variants = (False, True) if timed else (False,)
+        sizes = [self._host_bytes(one) * len(variants) for one in upcoming]
+        upcoming = upcoming[: within_memory(sizes, self._ahead_memory)]
         keys = {
             (u.kernel.classname, u.case.name, u.binary, fresh): (u, fresh)
             for u in upcoming
@@ -239,6 +244,16 @@ class GpuRuntime:
         for key, (one, fresh) in keys.items():
             if key not in self._prepared:
                 self._prepared[key] = self._ahead.submit(self._host_work_ahead, one, fresh)
+
+    @staticmethod
+    def _host_bytes(upcoming: Upcoming) -> int:
+        """The host memory a case's inputs and reference hold, as the bytes its kernel moves
+        (its spec's work()); AHEAD_UNKNOWN_BYTES where work() cannot say."""
+        try:
+            work = checked_work(upcoming.kernel, upcoming.kernel.spec.work(upcoming.case))
+        except Exception:  # its own cell reports what work() raised
+            return AHEAD_UNKNOWN_BYTES
+        return int(work.bytes)
 
     def _host_work_ahead(self, upcoming: Upcoming, fresh: bool) -> HostWork:
         try:
@@ -441,8 +456,9 @@ class GpuRuntime:
         self.stream.sync()
         again = self.digests.of(workspace.extents(expected))
         problems = self._guards_written(workspace, guards)
+        self.staging.reset()
         for name, want in expected.items():
-            output = workspace.download(name)
+            output = workspace.download(name, self.staging)
             if msg := compare(name, output, want, case.tolerance, self.cores):
                 if again[name] == verified.digests.get(name):
                     msg = (
@@ -483,7 +499,8 @@ class GpuRuntime:
             workspace.reset_scratch()
             workspace.run()
             self.stream.sync()
-            actual = workspace.outputs()
+            self.staging.reset()
+            actual = workspace.outputs(self.staging)
             outputs = self.digests.of(workspace.extents(problem.outputs))
             after = self.digests.of(workspace.extents(problem.inputs))
             problems = [
@@ -517,7 +534,7 @@ class GpuRuntime:
     def _what_changed(self, workspace: Workspace, name: str) -> str:
         """What the kernel did to the input `name`, whose digest changed over the run."""
         before = workspace.problem.inputs[name]
-        found = unchanged(name, before, workspace.download(name), self.cores)
+        found = unchanged(name, before, workspace.download(name, self.staging), self.cores)
         return found or f"input {name!r} was written by the kernel (its digest changed)"
 
 

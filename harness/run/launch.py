@@ -6,6 +6,7 @@ copies of numpy arrays.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from cuda.core import (
     Buffer,
     Device,
     LaunchConfig,
+    LegacyPinnedMemoryResource,
     ObjectCode,
     Stream,
     TensorMapDescriptorOptions,
@@ -76,6 +78,58 @@ class Module:
             loaded_as = "sass" if ran == embedded else "ptx-jit"
             self._entries[name] = LoadedEntry(function, loaded_as)
         return self._entries[name]
+
+
+class HostStaging:
+    """Page-locked host memory that outputs are downloaded into, kept from case to case.
+
+    A download into fresh pageable memory pays for faulting in every page first: measured on an
+    H200 machine, 256 MiB took 82 ms that way (3.3 GB/s), 17 ms into pageable memory already
+    touched, and 5 ms into page-locked memory (55 GB/s). The arrays handed out stay valid until
+    the next `reset()`: each check of a case resets it before its downloads, so a check's arrays
+    never outlive it. It grows to the largest check's downloads and stays that size.
+    """
+
+    ALIGN = 256
+
+    def __init__(self) -> None:
+        self._resource = LegacyPinnedMemoryResource()
+        self._blocks: list[Buffer] = []  # the last is the one handed out from; the others
+        self._used = 0  # were, since the last reset, and may still be read
+        self._taken = 0  # bytes handed out since the last reset, in all blocks
+
+    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialised array in page-locked memory, valid until the next reset()."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if nbytes == 0:
+            return np.empty(shape, dtype)
+        size = -(-nbytes // self.ALIGN) * self.ALIGN
+        if not self._blocks or self._used + size > self._blocks[-1].size:
+            # big enough for everything handed out since the reset: the next check fits in one
+            self._blocks.append(self._resource.allocate(self._taken + size))
+            self._used = 0
+        at = int(self._blocks[-1].handle) + self._used
+        self._used += size
+        self._taken += size
+        memory = memoryview((ctypes.c_char * nbytes).from_address(at)).cast("B")
+        return np.frombuffer(memory, dtype).reshape(shape)
+
+    @property
+    def held_bytes(self) -> int:
+        """The page-locked memory it holds."""
+        return sum(block.size for block in self._blocks)
+
+    def reset(self) -> None:
+        """Every array handed out so far is given up; the next start over in the largest block."""
+        for old in self._blocks[:-1]:
+            old.close()
+        del self._blocks[:-1]
+        self._used = self._taken = 0
+
+    def close(self) -> None:
+        for block in self._blocks:
+            block.close()
+        self._blocks.clear()
 
 
 def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
@@ -138,8 +192,9 @@ class Workspace:
         )
         self.stream.sync()  # `data` may be a temporary: finish before it is freed
 
-    def _download(self, name: str, template: np.ndarray) -> np.ndarray:
-        out = np.empty(template.shape, template.dtype)
+    def _download(self, name: str, template: np.ndarray, staging: HostStaging | None) -> np.ndarray:
+        shape, dtype = template.shape, template.dtype
+        out = staging.array(shape, dtype) if staging else np.empty(shape, dtype)
         check(
             driver.cuMemcpyDtoHAsync(
                 out.ctypes.data, int(self.buffers[name].handle), out.nbytes, self.stream.handle
@@ -244,12 +299,13 @@ class Workspace:
 
         return run
 
-    def outputs(self) -> dict[str, np.ndarray]:
-        return {name: self._download(name, t) for name, t in self.problem.outputs.items()}
+    def outputs(self, staging: HostStaging | None = None) -> dict[str, np.ndarray]:
+        """Every output as it is on the device now (in `staging`'s memory, when given)."""
+        return {name: self._download(name, t, staging) for name, t in self.problem.outputs.items()}
 
-    def download(self, name: str) -> np.ndarray:
-        """The buffer `name` as it is on the device now."""
-        return self._download(name, self._array(name))
+    def download(self, name: str, staging: HostStaging | None = None) -> np.ndarray:
+        """The buffer `name` as it is on the device now (in `staging`'s memory, when given)."""
+        return self._download(name, self._array(name), staging)
 
     def extents(self, names: Iterable[str]) -> dict[str, tuple[Buffer, int]]:
         """Each named buffer and how many of its bytes the problem uses (a buffer is never

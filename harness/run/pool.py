@@ -77,7 +77,14 @@ class WorkerPool:
         self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
         self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
         self._worker: _Worker | None = None
+        self._starting = False  # a worker is up but has not said it is ready
         self.start_s = 0.0
+
+    def start(self) -> None:
+        """Start a worker now, if none is up, so that it sets up while the caller does other
+        work; the first job waits for it to be ready."""
+        if self._worker is None:
+            self._start()
 
     def _start(self) -> _Worker:
         parent, child = self._context.Pipe()
@@ -89,6 +96,7 @@ class WorkerPool:
         process.start()
         child.close()
         self._worker = _Worker(process, parent)
+        self._starting = True
         return self._worker
 
     def _retire(self, kill: bool) -> None:
@@ -100,21 +108,22 @@ class WorkerPool:
         conn.close()
         process.join(timeout=30)
         self._worker = None
+        self._starting = False
 
     def run(self, job: Any, timeout_s: float) -> Any:
         """The job's result; WorkerFault saying how the worker failed it. The timeout covers
         a fresh worker's start too."""
         started = time.monotonic()
-        fresh = self._worker is None
         worker = self._start() if self._worker is None else self._worker
         conn = worker.conn
         self.start_s = 0.0
         try:
-            if fresh:
+            if self._starting:
                 if not conn.poll(timeout_s):
                     self._retire(kill=True)
                     raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
                 conn.recv()  # _READY
+                self._starting = False
                 self.start_s = time.monotonic() - started
             conn.send(job)
             left = timeout_s - (time.monotonic() - started)
