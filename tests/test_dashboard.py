@@ -106,6 +106,19 @@ def test_text_from_reports_is_escaped_in_grid_header_and_data():
     assert records[0]["properties"]["binary"] == NASTY
 
 
+def test_control_characters_from_reports_are_shown_not_sent():
+    hostile = "bell\x07 esc\x1b[31m nul\x00 del\x7f"
+    report_set = _set(
+        [_cell(kernel=hostile, case=hostile, outcome=Outcome.FAILED, message=hostile)],
+        problems=[f"junit-x.xml: {hostile}"],
+    )
+    page = render_dashboard(report_set, {})
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", page)  # none is valid HTML
+    assert "bell\\x07 esc\\x1b[31m nul\\x00 del\\x7f" in page  # the kernel row, as text
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    assert json.loads(blob.group(1))[0]["message"] == hostile  # the data itself kept whole
+
+
 def test_skipped_cell_never_gets_the_passed_style():
     report_set = _set(
         [

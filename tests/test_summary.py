@@ -1,13 +1,15 @@
-"""summary.md: short enough for a pull request, in the matrix's order, escaped, and rendered by a
-CommonMark renderer with GFM tables (markdown-it-py) as GitHub would."""
+"""summary.md: short enough for a pull request, in the matrix's order, escaped, and rendered by
+GitHub's own renderer (cmark-gfm: tables, autolinks, strikethrough), raw HTML let through as
+GitHub's renderer lets it through before its sanitizer, so the escaping alone is what is tested."""
 
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 
+import cmarkgfm
 import pytest
-from markdown_it import MarkdownIt
 
 from harness.model.result import (
     ABComparison,
@@ -15,6 +17,7 @@ from harness.model.result import (
     Cell,
     CellKind,
     Outcome,
+    Provenance,
     Report,
     SkipReason,
     Timing,
@@ -29,7 +32,9 @@ TARGETS = ["sm_80", "sm_90a", "sm_100a"]  # matrix.yaml's order
 
 
 def _render(markdown: str) -> str:
-    return MarkdownIt("commonmark").enable("table").render(markdown)
+    return cmarkgfm.github_flavored_markdown_to_html(
+        markdown, options=cmarkgfm.Options.CMARK_OPT_UNSAFE
+    )
 
 
 def test_the_kept_reports_fit_in_sixty_lines_with_targets_in_matrix_order():
@@ -82,6 +87,38 @@ def test_case_and_kernel_names_render_as_text_and_stay_their_own_rows():
     rows = re.findall(r"<tr>(.*?)</tr>", grid.split("<table>")[1], re.S)
     assert all(len(re.findall(r"<t[dh]>", row)) == 2 for row in rows)  # no extra columns
     assert "got &lt;1&gt; | want 2" in page  # the failure, on one line, as text
+
+
+HOSTILE = (
+    "`tick` ``two`` [x](https://evil.example) <https://e.example> www.evil.example "
+    "mail@evil.example *bold* _em_ ~~gone~~ a|b \x07bell \x1b[31mesc \x00nul"
+)
+
+
+@pytest.mark.parametrize("field", ["kernel", "case", "message", "runner"])
+def test_text_a_spec_or_user_controls_stays_text_in_the_summary(field):
+    """BEL, ESC, NUL, backticks, links, autolinks, emphasis and `|` in every field a kernel, its
+    spec or its runner names: no link, no markup, no raw control character, one row."""
+    fields = {"kernel": "k", "case": "n1", "message": "wrong", "runner": "vm"}
+    fields[field] = HOSTILE
+    where = Provenance(runner=fields["runner"])
+    cell = Cell(
+        CellKind.CASE, "ch", fields["kernel"], fields["case"], "sm_90a", where, Outcome.FAILED,
+        message=fields["message"],
+    )  # fmt: skip
+    report = Report(f"cuda-matrix.sm_90a.{fields['runner']}", "sm_90a", where, [cell])
+    page = _render(render_summary(ReportSet([report], [ROOT / "r.xml"]), targets=TARGETS))
+    made = ("<a ", "<em>em", "<strong>bold", "<del>gone", "<https", "\x07", "\x1b", "\x00")
+    for markup in made:
+        assert markup not in page, markup
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page)).replace("\u200b", "")
+    assert "\\x07bell \\x1b[31mesc \\x00nul" in shown  # control characters shown, not sent
+    assert "[x](https://evil.example) <https://e.example> www.evil.example" in shown
+    assert "mail@evil.example *bold* _em_ ~~gone~~ a|b" in shown
+    if field in ("kernel", "case"):  # a name is one code span, whatever backticks it holds
+        visible = HOSTILE.replace("\x07", "\\x07").replace("\x1b", "\\x1b").replace("\x00", "\\x00")
+        spans = [html.unescape(span) for span in re.findall(r"<code>(.*?)</code>", page)]
+        assert any(visible in span for span in spans), spans
 
 
 def test_cases_sort_naturally_with_compile_first():

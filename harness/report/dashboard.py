@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 from harness.model.matrix import DevicePeaks
 from harness.model.result import ABComparison, Cell, CellKind
@@ -30,6 +31,9 @@ from harness.report.verdict import Judgement, Verdict
 
 _HERE = Path(__file__).parent
 OUTCOMES = ("passed", "failed", "error", "skipped")
+
+# Characters HTML does not allow in text, a report's names and messages may hold
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass
@@ -55,6 +59,7 @@ def render_dashboard(
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
+        finalize=_without_controls,
     )
     page = environment.get_template("dashboard.html")
     return page.render(
@@ -75,6 +80,14 @@ def render_dashboard(
         chapters=_chapters(report_set, columns, {id(v.cell): v for v in verdicts}),
         data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
     )
+
+
+def _without_controls(value: object) -> object:
+    """What the page shows of a text: its control characters (BEL, ESC, NUL: none is valid in
+    HTML) as \\xNN, visible; newlines and tabs kept."""
+    if not isinstance(value, str) or isinstance(value, markupsafe.Markup):  # ours, made safe
+        return value
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", value)
 
 
 def _target_order(target: str) -> tuple[int, str]:

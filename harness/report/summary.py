@@ -8,8 +8,10 @@ kernel there and its count); then the per-case results, folded away in one `<det
 per chapter. Kernels that never ran are one line that says why. A skipped cell never reads as
 green.
 
-Text from the reports is escaped for where it lands: markdown table cells (`|`, newlines, `<`,
-`&`) or the HTML of the folded details.
+Text from the reports stays text where it lands (a kernel, a case, a message and a runner are
+all a spec's or a user's to name): names in code spans, the rest escaped of markdown's markup,
+raw HTML and GitHub's autolinks, the folded details escaped as HTML, and control characters
+shown as \\xNN in all of them.
 """
 
 from __future__ import annotations
@@ -55,10 +57,44 @@ def row_key(kind: CellKind, row: str) -> tuple:
     return (kind.rank, natural_key(row))
 
 
+# Control characters (but for the newline and tab, which become spaces) are shown as \xNN.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What makes text markup: code spans, links and images, emphasis, strikethrough, table cells.
+_MARKUP = re.compile(r"[\\`*~\[\]|]")
+# An underscore emphasises only where a word does not go on across it (scale_bias stays).
+_LONE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# GitHub's autolinks: a scheme's "://", "www." and an e-mail address's "@"
+_URL = re.compile(r"://|(?i:\bwww)\.")
+_ADDRESS = re.compile(r"@(?=[\w-]+(?:\.[\w-]+)+)")  # sm_90a@vm is none: no dot after it
+
+
+def _visible(text: str) -> str:
+    """One line, with every control character shown rather than sent."""
+    text = re.sub(r"\r\n|[\r\n\t]", " ", text)
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
 def _md(text: str) -> str:
-    """Text for a markdown table cell: no column breaks, no line breaks, no raw HTML."""
+    """Text that renders as itself in markdown, a table cell included, and stays text there: no
+    code span, link, image, emphasis, raw HTML, entity or autolink of its own making."""
+    text = _MARKUP.sub(lambda found: "\\" + found.group(), _visible(text))
+    text = _LONE_UNDERSCORE.sub(r"\\_", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    text = _URL.sub(lambda found: found.group()[:-1] + "\\" + found.group()[-1], text)
+    return _ADDRESS.sub("&#8203;@", text)  # a zero-width space: no address before the @
+
+
+def _code(text: str) -> str:
+    """`text` as a code span that shows it as it is (nothing in a code span is markup): fenced by
+    more backticks than any run of them in it. Not for table cells, where `|` still splits."""
+    text = _visible(text)
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _html(text: str) -> str:
+    return html.escape(_visible(text))
 
 
 def _columns(report_set: ReportSet, targets: list[str]) -> list[str]:
@@ -134,7 +170,7 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
         and cell.kind in (CellKind.CASE, CellKind.SANITIZER)
     )
     why = ", ".join(f"{reason} ({count} cells)" for reason, count in reasons.most_common())
-    names = ", ".join(f"`{_md(kernel)}`" for kernel in kernels)
+    names = ", ".join(_code(kernel) for kernel in kernels)
     count = f"{len(kernels)} kernel" + ("s" if len(kernels) != 1 else "")
     return f"- ⏭️ {count} never ran on any runner, skipped {why}: {names}"
 
@@ -191,14 +227,14 @@ def render_summary(
     notes = [f"- {line}" for line in judged_line]
     notes += [f"- ⚠️ unreadable input: {_md(problem)}" for problem in report_set.problems]
     notes += [
-        f"- ⚠️ target `{_md(t)}`: MISSING, no report was given for it"
+        f"- ⚠️ target {_code(t)}: MISSING, no report was given for it"
         for t in report_set.missing_targets
     ]
     if never := _never_ran_line(report_set):
         notes.append(never)
     for column, (built, runs) in compiled_only(report_set.cells).items():
         notes.append(
-            f"- ⏭️ `{_md(column)}`: compiled and inspected only ({built} builds passed); its "
+            f"- ⏭️ {_code(column)}: compiled and inspected only ({built} builds passed); its "
             f"{runs} run cells never ran: no runner of these reports has a GPU for that target"
         )
     notes += [f"- ⚠️ {_md(remark)}" for remark in remarks]
@@ -208,7 +244,7 @@ def render_summary(
     if broken:
         lines += ["", "## Failures", ""]
         lines += [
-            f"- {MARK[c.outcome]} `{_md(c.classname)}` `{_md(c.name)}` on {_md(c.runner)}: "
+            f"- {MARK[c.outcome]} {_code(c.classname)} {_code(c.name)} on {_md(c.runner)}: "
             f"{_md(c.message)}"
             for c in broken
         ]
@@ -218,7 +254,7 @@ def render_summary(
         for verdict in sorted(slower, key=lambda v: -v.ratio):
             cell = verdict.cell
             lines.append(
-                f"- `{_md(cell.classname)}` `{_md(cell.name)}` on {_md(cell.runner)}: "
+                f"- {_code(cell.classname)} {_code(cell.name)} on {_md(cell.runner)}: "
                 f"{verdict.baseline_us:.1f} → {cell.median_us:.1f} µs "
                 f"(ratio {verdict.ratio:.3f}, 95 % interval {verdict.low:.3f}-{verdict.high:.3f}, "
                 f"cross-run threshold {verdict.threshold_pct:.3g} %; {_md(_cause(verdict))})"
@@ -228,7 +264,7 @@ def render_summary(
         if listed:
             lines += ["", f"## A/B against {_md(base[:10])}", ""]
         lines += [
-            f"- `{_md(cell.classname)}` `{_md(cell.name)}` on {_md(cell.runner)}: "
+            f"- {_code(cell.classname)} {_code(cell.name)} on {_md(cell.runner)}: "
             f"{_md(describe_ab(ab))}"
             for cell, ab in sorted(listed, key=_ab_order)
         ]
@@ -255,7 +291,7 @@ def render_summary(
 
 def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> str:
     """One line of HTML: the chapter's per-case results, folded (GitHub renders it as is)."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th>{_html(c)}</th>" for c in columns)
     rows = []
     for kernel in sorted(kernels, key=natural_key):
         by_row: dict[tuple[CellKind, str], dict[str, Cell]] = {}
@@ -265,16 +301,14 @@ def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> s
         for kind, row in sorted(by_row, key=lambda kind_row: row_key(*kind_row)):
             slots = by_row[kind, row]
             entries = "".join(
-                f"<td>{html.escape(_case_text(slots[c], judged.get(id(slots[c]))))}</td>"
+                f"<td>{_html(_case_text(slots[c], judged.get(id(slots[c]))))}</td>"
                 if c in slots
                 else "<td>—</td>"
                 for c in columns
             )
-            rows.append(
-                f"<tr><td>{html.escape(kernel)}</td><td>{html.escape(row)}</td>{entries}</tr>"
-            )
+            rows.append(f"<tr><td>{_html(kernel)}</td><td>{_html(row)}</td>{entries}</tr>")
     return (
-        f"<details><summary>{html.escape(chapter)}: every case</summary><table>"
+        f"<details><summary>{_html(chapter)}: every case</summary><table>"
         f"<tr><th>kernel</th><th>case</th>{head}</tr>{''.join(rows)}</table></details>"
     )
 
