@@ -649,3 +649,60 @@ def test_a_history_of_the_schema_before_is_brought_up_to_date_with_nothing_lost(
     history.close()
     assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 3
     assert not list(tmp_path.glob("history.sqlite.unreadable-*"))  # not moved aside
+
+
+def test_a_later_minor_schema_is_read_with_its_new_fields_ignored(tmp_path):
+    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.xml"
+    data = json.loads(kept.with_suffix(".json").read_text())
+    data["schema_version"] = "2.9"
+    data["queue_depth"] = 3  # fields a later harness adds, at every level
+    data["device"]["memory_clock_mhz"] = 3201
+    data["provenance"]["image_digest"] = "sha256:0"
+    for cell in data["cells"]:
+        cell["energy_j"] = 1.5
+        for part in ("timing", "stages", "throughput", "compile"):
+            if cell.get(part):
+                cell[part]["added_in_2_9"] = True
+    xml = tmp_path / kept.name
+    shutil.copy(kept, xml)
+    xml.with_suffix(".json").write_text(json.dumps(data))
+    merged = load_reports([xml], TARGETS)
+    assert merged.problems == [] and len(merged.cells) == len(data["cells"])
+    timed = [c for c in merged.cells if c.timing]
+    assert timed and all(c.timing.median_us > 0 for c in timed)
+
+
+def test_a_target_matrix_yaml_lacks_is_merged_and_named():
+    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.xml"
+    merged = load_reports([kept], ["sm_80", "sm_100a"])
+    assert merged.targets == ["sm_90a"] and merged.problems == []
+    (said,) = [r for r in merged.remarks if "not in matrix.yaml" in r]
+    assert said == (
+        f"{kept}: target 'sm_90a' is not in matrix.yaml (its targets: sm_80, sm_100a); merged "
+        "as a column of its own"
+    )
+
+
+def test_two_reports_whose_suites_differ_only_in_spaces_are_one_run_read_twice(tmp_path):
+    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_80.xml"
+    twin = tmp_path / "twin" / kept.name
+    twin.parent.mkdir()
+    data = json.loads(kept.with_suffix(".json").read_text())
+    suite = data["suite"]
+    data["suite"] = suite + " "
+    twin.with_suffix(".json").write_text(json.dumps(data))
+    twin.write_text(kept.read_text().replace(f'name="{suite}"', f'name="{suite} "'))
+    merged = load_reports([kept, twin], TARGETS)
+    assert len(merged.reports) == 1 and len(merged.cells) == len(data["cells"])
+    assert merged.problems == [
+        f"{twin}: suite '{suite} ' was already read from {kept} (as '{suite}'); skipped (the "
+        "same run twice?)"
+    ]
+
+
+def test_no_report_at_all_is_a_failure(tmp_path):
+    empty = tmp_path / "artifacts"
+    empty.mkdir()
+    done = _report("--artifacts", empty, "--out", tmp_path / "out", "--db", tmp_path / "h.sqlite")
+    assert done.returncode == 1, done.stderr
+    assert "error: no report to publish: no files were given, and none was found" in done.stderr

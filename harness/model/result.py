@@ -15,11 +15,13 @@ the cell settles it from that error (`Cell.settle`), once.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 # MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
 # minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
@@ -376,11 +378,13 @@ class Cell:
             seed=record.get("seed"),
             worker_start_s=record.get("worker_start_s"),
             gpu=record.get("gpu"),
-            stages=Stages(**record["stages"]) if record.get("stages") else None,
+            stages=_known(Stages, record["stages"]) if record.get("stages") else None,
             compile=_compile_from(record.get("compile")),
             timing=_timing_from(timing) if timing else None,
-            throughput=Throughput(**record["throughput"]) if record.get("throughput") else None,
-            vendor=VendorTiming(**record["vendor"]) if record.get("vendor") else None,
+            throughput=(
+                _known(Throughput, record["throughput"]) if record.get("throughput") else None
+            ),
+            vendor=_known(VendorTiming, record["vendor"]) if record.get("vendor") else None,
             sanitizer=_sanitizer_from(record.get("sanitizer")),
             ab=_ab_from(record.get("ab")),
         )
@@ -447,7 +451,7 @@ class Report:
                 "to make it anew"
             )
         try:
-            provenance = Provenance(**data["provenance"])
+            provenance = _known(Provenance, data["provenance"])
             target = data["target"]
             device = data.get("device")
             return cls(
@@ -455,7 +459,7 @@ class Report:
                 target=target,
                 provenance=provenance,
                 cells=[_cell_of(c, target, provenance) for c in data["cells"]],
-                device=DeviceRecord(**device) if device else None,
+                device=_known(DeviceRecord, device) if device else None,
                 no_device_why=data.get("no_device_why", data.get("no_device_reason")),
                 nvcc=data.get("nvcc"),
                 compute_sanitizer=data.get("compute_sanitizer"),
@@ -485,13 +489,26 @@ def _timing_from(record: dict[str, Any]) -> Timing:
         _positive_time(key, record.get(key))
     for sample in record["samples_us"]:
         _positive_time("a sample", sample)
-    return Timing(**{**record, "samples_us": tuple(record["samples_us"])})
+    return _known(Timing, {**record, "samples_us": tuple(record["samples_us"])})
 
 
 def _positive_time(what: str, value: Any) -> None:
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or not math.isfinite(value) or value <= 0:
         raise ValueError(f"impossible time: {what} is {value!r}")
+
+
+K = TypeVar("K")
+
+
+def _known(kind: type[K], record: Any) -> K:
+    """`kind` made of the fields of `record` it has: a later minor version of the schema adds
+    fields, and this harness reads it as the version it knows (README: Results). A field it
+    needs and `record` lacks is a TypeError, as is a record that is not a mapping."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"{kind.__name__} is {type(record).__name__}, not an object")
+    names = {one.name for one in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    return kind(**{name: value for name, value in record.items() if name in names})
 
 
 def _kind_before_2_4(record: dict[str, Any]) -> CellKind:
@@ -537,7 +554,7 @@ def _compile_from(record: dict[str, Any] | None) -> CompileFacts | None:
     return CompileFacts(
         embedded=record["embedded"],
         cached=record.get("cached"),
-        resources={e: Resources(**r) for e, r in record.get("resources", {}).items()},
+        resources={e: _known(Resources, r) for e, r in record.get("resources", {}).items()},
         sass_counts={op: int(n) for op, n in record.get("sass_counts", {}).items()},
         binary_sha256=record.get("binary_sha256"),
         code_identity=record.get("code_identity"),
@@ -556,7 +573,9 @@ def _sanitizer_from(record: dict[str, Any] | None) -> SanitizerFindings | None:
     if record is None:
         return None
     outcome = record.get("case_outcome")
-    return SanitizerFindings(**{**record, "case_outcome": Outcome(outcome) if outcome else None})
+    return _known(
+        SanitizerFindings, {**record, "case_outcome": Outcome(outcome) if outcome else None}
+    )
 
 
 def _ab_json(ab: ABComparison | None) -> dict[str, Any] | None:
@@ -570,4 +589,4 @@ def _ab_json(ab: ABComparison | None) -> dict[str, Any] | None:
 def _ab_from(record: dict[str, Any] | None) -> ABComparison | None:
     if record is None:
         return None
-    return ABComparison(**{**record, "judgement": ABJudgement(record["judgement"])})
+    return _known(ABComparison, {**record, "judgement": ABJudgement(record["judgement"])})

@@ -5,7 +5,9 @@ The JSON is the report (the result model's form); its XML must agree with it, ce
 outcome for outcome, since CI dashboards read the XML. A report that cannot be read, or whose two
 files disagree, is named in `problems` and left out; the rest are still merged. A target of
 matrix.yaml with no report at all is listed in `missing_targets`, never counted as passed. A
-report whose GPU another process used during the run is named in `remarks`, with what showed it.
+report whose GPU another process used during the run is named in `remarks`, with what showed it,
+and so is a report of a target matrix.yaml lacks (merged all the same). Two reports whose suite
+names differ only in spaces are one run read twice: the second is named and left out.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def load_reports(
     it (one CI job's upload carrying another's report) is left out and named."""
     merged = ReportSet()
     seen_files: set[Path] = set()
-    seen_suites: dict[str, Path] = {}
+    seen_suites: dict[str, tuple[Path, str]] = {}  # by name, spaces collapsed: file, name
     for xml_file in xml_files:
         resolved = Path(xml_file).resolve()
         if resolved in seen_files:
@@ -78,13 +80,21 @@ def load_reports(
                 "out (a job may upload only its own target's report)"
             )
             continue
-        if report.suite in seen_suites:
+        suite = " ".join(report.suite.split())  # names that differ only in spaces are one
+        if suite in seen_suites:
+            first = seen_suites[suite]
             merged.problems.append(
-                f"{xml_file}: suite {report.suite!r} was already read from "
-                f"{seen_suites[report.suite]}; skipped (the same run twice?)"
+                f"{xml_file}: suite {report.suite!r} was already read from {first[0]}"
+                + ("" if report.suite == first[1] else f" (as {first[1]!r})")
+                + "; skipped (the same run twice?)"
             )
             continue
-        seen_suites[report.suite] = Path(xml_file)
+        seen_suites[suite] = (Path(xml_file), report.suite)
+        if expected_targets and report.target not in expected_targets:
+            merged.remarks.append(
+                f"{xml_file}: target {report.target!r} is not in matrix.yaml (its targets: "
+                f"{', '.join(expected_targets)}); merged as a column of its own"
+            )
         merged.reports.append(report)
         merged.sources.append(Path(xml_file))
         if report.shared_gpu:

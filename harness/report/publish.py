@@ -54,6 +54,8 @@ def publish(options: PublishOptions) -> Published:
         if not report.finished
     ]
     failures: list[str] = [*report_set.problems, *unfinished]
+    if not options.reports:
+        failures.append("no report to publish: no files were given, and none was found")
     out = options.out
     out.mkdir(parents=True, exist_ok=True)  # before the history: a run that cannot publish
     judged = _against_history(report_set, options)  # records nothing
