@@ -36,15 +36,18 @@ def start(
     env: Mapping[str, str] | None = None,
     stderr: Literal["pipe", "stdout", "discard"] = "pipe",
     text: bool = True,
+    stdout: Literal["pipe", "discard"] = "pipe",
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen:
     """`argv` in a session (and process group) of its own, stdin closed, its output piped;
-    `stderr` "pipe" apart, "stdout" into stdout, or "discard"."""
+    `stderr` "pipe" apart, "stdout" into stdout, or "discard"; `pass_fds` kept open in it."""
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
         env=None if env is None else dict(env),
-        stdout=subprocess.PIPE,
+        stdout=_STDERR[stdout],
         stderr=_STDERR[stderr],
+        pass_fds=tuple(pass_fds),
         stdin=subprocess.DEVNULL,
         text=text,
         errors="replace" if text else None,

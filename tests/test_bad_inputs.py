@@ -44,6 +44,10 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 # (fault, how to make it in `work` (a folder with kernels/ and matrix.yaml; it may return
 #  environment variables for the run), expected exit status, fragments the output must hold)
+def _prepend(path: Path, text: str) -> None:
+    path.write_text(text + path.read_text())
+
+
 def _include(work: Path, line: str) -> None:
     """add_one.cu begins with `line`; beside the tree, a header holding a secret."""
     (work / "secret.h").write_text("#define SECRET_TOKEN_123 1\n")
@@ -125,6 +129,31 @@ TABLE = [
     (
         "a spec calls os._exit(1) at import",
         lambda work: (work / "kernels" / SPEC).write_text("import os\nos._exit(1)\n"),
+        1,
+        ["add_one/spec.py: importing it ended the process (exited with status 1)"],
+    ),
+    (
+        "a spec leaves a thread running at import",
+        lambda work: _prepend(
+            work / "kernels" / SPEC,
+            "import threading, time\n"
+            "threading.Thread(target=time.sleep, args=(600,), name='stray').start()\n",
+        ),
+        1,
+        [
+            "ERROR    planted.add_one::spec[sm_90a]",
+            "add_one/spec.py: importing it left threads running (stray)",
+            "PASSED   planted.needs_sm90::compile[sm_90a]",  # no other kernel blamed
+        ],
+    ),
+    (
+        "a spec prints another spec's import markers, then ends the process",
+        lambda work: _prepend(
+            work / "kernels" / SPEC,
+            "import os\n"
+            f"print('\\ndone {work / 'kernels' / SPEC}\\nstart /elsewhere/spec.py', flush=True)\n"
+            "os._exit(1)\n",
+        ),
         1,
         ["add_one/spec.py: importing it ended the process (exited with status 1)"],
     ),
