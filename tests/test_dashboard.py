@@ -507,3 +507,19 @@ def test_a_column_no_runner_could_run_is_marked_compiled_only():
     assert "compiled and inspected only: no runner here has a GPU for it" in header
     sm90 = re.search(r'<th class="col" data-target="sm_90a">.*?</th>', page, re.S).group(0)
     assert "compiled and inspected only" not in sm90
+
+
+def test_a_page_of_more_cells_than_it_lists_shows_those_that_did_not_pass_and_says_so(
+    monkeypatch,
+):
+    monkeypatch.setattr("harness.report.dashboard.LISTED_CELLS", 3)
+    passed = [_cell(case=f"n{i}") for i in range(5)]
+    broken = [_cell(case="bad", outcome=Outcome.FAILED, message="wrong")]
+    page = render_dashboard(_set(passed + broken), {})
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    assert [r["name"] for r in json.loads(blob.group(1))] == ["bad[sm_90a]"]
+    assert len(_cell_tags(page)) == 1
+    assert "6 cells, more than this page lists (3): it lists the 1 that did not pass" in page
+    assert '<span class="chip total">6 cells</span>' in page  # every cell still counted
+    small = render_dashboard(_set(passed[:2] + broken), {})
+    assert 'id="listed"' not in small and len(_cell_tags(small)) == 3

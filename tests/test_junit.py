@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from junitparser import Error, Failure, JUnitXml, Skipped, TestCase
 from lxml import etree
 
 from harness.model.result import (
@@ -99,6 +100,34 @@ def test_xml_is_valid_and_keeps_every_cell(tmp_path):
     assert props["cached"] == "false" and props["commit"] == "abc123"
     assert props["device"] == "none" and props["binary"] == "none"
     assert cases[0].find("system-out").text == "nvcc ... <log> & more"
+
+
+def test_a_junit_reader_of_the_field_reads_what_the_harness_writes(tmp_path):
+    """junitparser, as dashboards and CI plugins read JUnit: every cell, its outcome and its
+    time, in the file of one run and in the merged file of several."""
+    kept = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+    merged = load_reports(kept, ["sm_80", "sm_90a", "sm_100a"])
+    write_merged_xml(merged, tmp_path / "merged.xml")
+    for xml, reports in [(kept[0], [merged.reports[0]]), (tmp_path / "merged.xml", merged.reports)]:
+        suites = list(JUnitXml.fromfile(str(xml)))
+        assert [s.name for s in suites] == [r.suite for r in reports]
+        for suite, report in zip(suites, reports, strict=True):
+            read = {
+                (case.classname, case.name): (
+                    _outcome_of(case), round(case.time, 3)
+                )
+                for case in suite
+            }  # fmt: skip
+            assert read == {
+                (c.classname, c.name): (c.outcome, round(c.seconds, 3)) for c in report.cells
+            }
+            assert suite.time == pytest.approx(report.wall_s)
+
+
+def _outcome_of(case: TestCase) -> Outcome:
+    kinds = {Skipped: Outcome.SKIPPED, Error: Outcome.ERROR, Failure: Outcome.FAILED}
+    found = [kinds[type(result)] for result in case.result if type(result) in kinds]
+    return found[-1] if found else Outcome.PASSED
 
 
 def test_the_schema_rejects_what_jenkins_would(tmp_path):

@@ -170,7 +170,7 @@ def test_the_summary_and_the_dashboard_list_a_kernel_s_rows_by_kind_in_one_order
     cells[0] = dataclasses.replace(cells[0], case="n10", tool="memcheck")
     report_set = _set(cells)
     expected = ["spec", "compile", "n9", "n10", "n10:memcheck"]
-    (chapter,) = _chapters(report_set, _columns(report_set), {})
+    (chapter,) = _chapters(report_set, report_set.cells, _columns(report_set), {})
     (kernel,) = chapter["kernels"]
     assert [row["case"] for row in kernel["rows"]] == expected
     folded = render_summary(report_set)
@@ -251,3 +251,17 @@ def test_a_slower_line_s_unconfirmed_why_is_escaped():
         "the code changed; unconfirmed: its A/B against 0123456789 is NOT_RUN: "
         "nvcc \\| &lt;i&gt;died&lt;/i&gt;)"
     )
+
+
+def test_a_summary_of_a_huge_matrix_stays_a_page(monkeypatch):
+    monkeypatch.setattr("harness.report.summary.LISTED_LINES", 2)
+    monkeypatch.setattr("harness.report.summary.GRID_KERNELS", 1)
+    monkeypatch.setattr("harness.report.summary.DETAILED_CELLS", 3)
+    cells = [_cell(f"n{i}", Outcome.FAILED, kernel=f"k{i % 2}", message="wrong") for i in range(5)]
+    summary = render_summary(_set(cells), targets=TARGETS)
+    failures = summary.split("## Failures\n\n")[1].split("\n\n")[0].splitlines()
+    assert len(failures) == 3
+    assert failures[-1] == "- … and 3 more: the dashboard and merged.xml list them all"
+    assert "… and 1 more kernels: the dashboard and merged.xml hold them" in summary
+    assert "Per-case results: 5 cells, more than summary.md lists (3)" in summary
+    assert "<details>" not in summary

@@ -21,7 +21,7 @@ import jinja2
 import markupsafe
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import ABComparison, Cell, CellKind
+from harness.model.result import ABComparison, Cell, CellKind, Outcome
 from harness.report.charts import rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
@@ -32,6 +32,8 @@ from harness.report.verdict import Judgement, Verdict
 _HERE = Path(__file__).parent
 OUTCOMES = ("passed", "failed", "error", "skipped")
 
+# A page of more cells than this lists only the notable ones (_listed)
+LISTED_CELLS = 50_000
 # Characters HTML does not allow in text, a report's names and messages may hold
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
@@ -54,6 +56,7 @@ def render_dashboard(
 ) -> str:
     """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines."""
     columns = _columns(report_set)
+    cells, listed_note = _listed(report_set.cells, verdicts)
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_HERE),
         autoescape=True,
@@ -73,12 +76,13 @@ def render_dashboard(
         never_ran=report_set.never_ran(),
         sources=", ".join(str(s) for s in report_set.sources) or "none",
         selects=_selects(report_set, columns),
-        rooflines=rooflines(report_set.cells, peaks or {}),
-        vendor_bars=vendor_bars(report_set.cells),
+        listed_note=listed_note,
+        rooflines=rooflines(cells, peaks or {}),
+        vendor_bars=vendor_bars(cells),
         columns=[_column_view(c, compiled_only(report_set.cells)) for c in columns],
         width=len(columns) + 1,
-        chapters=_chapters(report_set, columns, {id(v.cell): v for v in verdicts}),
-        data=_json_blob(report_set.cells, trends, {id(v.cell): v for v in verdicts}),
+        chapters=_chapters(report_set, cells, columns, {id(v.cell): v for v in verdicts}),
+        data=_json_blob(cells, trends, {id(v.cell): v for v in verdicts}),
     )
 
 
@@ -88,6 +92,27 @@ def _without_controls(value: object) -> object:
     if not isinstance(value, str) or isinstance(value, markupsafe.Markup):  # ours, made safe
         return value
     return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", value)
+
+
+def _listed(cells: list[Cell], verdicts: Sequence[Verdict]) -> tuple[list[Cell], str]:
+    """The cells the page lists, and what it says of those it does not: every cell up to
+    LISTED_CELLS; beyond, those that did not pass or were judged other than SAME (at most
+    LISTED_CELLS of them), so a page of a million cells stays one a browser can open."""
+    if len(cells) <= LISTED_CELLS:
+        return cells, ""
+    moved = {id(v.cell) for v in verdicts if v.judgement is not Judgement.SAME}
+    notable = [c for c in cells if c.outcome is not Outcome.PASSED or id(c) in moved]
+    listed = notable[:LISTED_CELLS]
+    return listed, (
+        f"{len(cells):,} cells, more than this page lists ({LISTED_CELLS:,}): it lists the "
+        f"{len(listed):,} that did not pass or were judged other than SAME"
+        + (
+            f" (the first {LISTED_CELLS:,} of {len(notable):,})"
+            if len(notable) > len(listed)
+            else ""
+        )
+        + ". Every cell is counted above; merged.xml holds them all."
+    )
 
 
 def _target_order(target: str) -> tuple[int, str]:
@@ -188,12 +213,14 @@ def _column_view(column: _Column, only_built: Mapping[str, tuple[int, int]]) -> 
 
 
 def _chapters(
-    report_set: ReportSet, columns: list[_Column], verdicts: Mapping[int, Verdict]
+    report_set: ReportSet,
+    cells: list[Cell],
+    columns: list[_Column],
+    verdicts: Mapping[int, Verdict],
 ) -> list[dict]:
     """chapter -> kernel -> rows (in summary.row_key's order: by kind, then naturally) -> a slot
     per column, each with its cells."""
     tree: dict[str, dict[str, dict[tuple[CellKind, str], dict[str, list[int]]]]] = {}
-    cells = report_set.cells
     for index, cell in enumerate(cells):
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
         cases.setdefault((cell.kind, cell.row), {}).setdefault(cell.column, []).append(index)

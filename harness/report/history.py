@@ -235,6 +235,7 @@ class History:
             )
         ]
         comparison = Comparison([], [])
+        loaded: dict[tuple[int, ...], _Stored] = {}  # the baseline's cells, by the runs read
         for report in report_set.reports:
             here = report.provenance
             setting = _Setting(here.device or "none", here.driver, here.toolkit)
@@ -253,38 +254,28 @@ class History:
                         "target: not judged"
                     )
                 continue
-            self._judge_alike(report, alike, baseline, comparison)
+            key = tuple(run.id for run in alike)
+            if key not in loaded:  # once, however many of this run's reports it judges
+                loaded[key] = self._stored(alike, baseline)
+            _judge_alike(report, loaded[key], baseline, comparison)
         return comparison
 
-    def _judge_alike(
-        self, report: Report, runs: list[_Run], baseline: str, comparison: Comparison
-    ) -> None:
-        stored: dict[tuple[str, str], Cell] = {}
-        builds: dict[str, CompileFacts | None] = {}  # the baseline's compile cells' facts
-        impossible = 0
+    def _stored(self, runs: list[_Run], baseline: str) -> _Stored:
+        """The cells of `runs` (a later run's where two have one), and how many of them could
+        not be read back for an impossible time."""
+        stored = _Stored({}, {}, 0)
         for run in runs:
             where = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
             for (record,) in self.db.execute("SELECT cell FROM cells WHERE run_id = ?", (run.id,)):
                 try:
                     cell = Cell.from_json(json.loads(record), run.target, where)
                 except ValueError:  # an impossible time stored before they were refused
-                    impossible += 1
+                    stored.impossible += 1
                     continue
-                stored[(cell.classname, cell.name)] = cell
+                stored.cells[(cell.classname, cell.name)] = cell
                 if cell.kind is CellKind.COMPILE:
-                    builds[cell.classname] = cell.compile
-        if impossible:
-            comparison.remarks.append(
-                f"{report.target}: {impossible} cell(s) of the baseline {baseline[:10]} have "
-                "impossible times (NaN, infinite, zero or negative): not judged against"
-            )
-        built_now = {c.classname: c.compile for c in report.cells if c.kind is CellKind.COMPILE}
-        for cell in report.cells:
-            base = stored.get((cell.classname, cell.name))
-            if cell.timing is None or base is None or base.timing is None:
-                continue
-            same = same_code(built_now.get(cell.classname), builds.get(cell.classname))
-            comparison.verdicts.append(judge(cell, base, same))
+                    stored.builds[cell.classname] = cell.compile
+        return stored
 
     def trends(self) -> Trends:
         """Every timed cell's medians over the stored runs, by the cell's column (Cell.column),
@@ -300,3 +291,27 @@ class History:
                 (commit[:10], median)
             )
         return trends
+
+
+@dataclass
+class _Stored:
+    """A baseline's cells as read back for judging."""
+
+    cells: dict[tuple[str, str], Cell]
+    builds: dict[str, CompileFacts | None]  # the baseline's compile cells' facts
+    impossible: int  # cells left out for an impossible time
+
+
+def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Comparison) -> None:
+    if stored.impossible:
+        comparison.remarks.append(
+            f"{report.target}: {stored.impossible} cell(s) of the baseline {baseline[:10]} have "
+            "impossible times (NaN, infinite, zero or negative): not judged against"
+        )
+    built_now = {c.classname: c.compile for c in report.cells if c.kind is CellKind.COMPILE}
+    for cell in report.cells:
+        base = stored.cells.get((cell.classname, cell.name))
+        if cell.timing is None or base is None or base.timing is None:
+            continue
+        same = same_code(built_now.get(cell.classname), stored.builds.get(cell.classname))
+        comparison.verdicts.append(judge(cell, base, same))

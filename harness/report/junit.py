@@ -8,8 +8,8 @@ already read (`time_median_us`, `registers`, ...). The report's files are harnes
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 
 from harness.model.result import ABComparison, Cell, Outcome, Report
@@ -17,24 +17,27 @@ from harness.model.result import ABComparison, Cell, Outcome, Report
 
 def render(reports: Iterable[Report], name: str | None = None) -> str:
     """One `<testsuites>` with a `<testsuite>` per report: suites are appended, never merged."""
-    root = ET.Element("testsuites", {"name": name} if name else {})
-    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
-    for report in reports:
-        suite = _suite(root, report)
-        for key in ("tests", "failures", "errors"):
-            totals[key] += int(suite.get(key, "0"))
-        totals["time"] += float(suite.get("time", "0"))
+    return "".join(chunks(list(reports), name))
+
+
+def chunks(reports: Sequence[Report], name: str | None = None) -> Iterator[str]:
+    """The XML of render(), a suite at a time: what a file of a million cells is written from
+    without ever being whole in memory."""
+    head = {"name": name} if name else {}
     if name:  # the merged file: totals over its suites (the schema has no `skipped` here)
-        root.set("tests", str(totals["tests"]))
-        root.set("failures", str(totals["failures"]))
-        root.set("errors", str(totals["errors"]))
-        root.set("time", f"{totals['time']:.3f}")
-    for element in root.iter():  # every text a kernel, a spec or a tool put there
-        element.text = xml_text(element.text) if element.text else element.text
-        for key, value in element.attrib.items():
-            element.attrib[key] = xml_text(value)
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+        counts = Counter(cell.outcome for report in reports for cell in report.cells)
+        head["tests"] = str(sum(len(report.cells) for report in reports))
+        head["failures"] = str(counts[Outcome.FAILED])
+        head["errors"] = str(counts[Outcome.ERROR])
+        head["time"] = f"{sum(round(_suite_seconds(r), 3) for r in reports):.3f}"
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    if not reports:
+        yield f"<testsuites{_attributes(head)} />"
+        return
+    yield f"<testsuites{_attributes(head)}>\n"
+    for report in reports:
+        yield from _suite(report)
+    yield "</testsuites>"
 
 
 # What XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and return; lone
@@ -43,57 +46,81 @@ def render(reports: Iterable[Report], name: str | None = None) -> str:
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
+# What text and attribute values cannot hold as they are: markup, and what XML cannot hold
+_ESCAPED_IN_TEXT = re.compile(f"[&<>]|{_NOT_XML.pattern}")
+_ESCAPED_IN_ATTRIBUTES = re.compile(f'[&<>"\n\r\t]|{_NOT_XML.pattern}')
+
+
 def xml_text(text: str) -> str:
     """`text` with each character XML cannot hold written as its escape, `\\x07`: valid, inert,
     and still saying what was there."""
     return _NOT_XML.sub(lambda found: ascii(found.group())[1:-1], text)
 
 
-def _suite(root: ET.Element, report: Report) -> ET.Element:
-    count = {outcome: 0 for outcome in Outcome}
-    for cell in report.cells:
-        count[cell.outcome] += 1
-    testsuite = ET.SubElement(
-        root,
-        "testsuite",
-        name=report.suite,
-        tests=str(len(report.cells)),
-        failures=str(count[Outcome.FAILED]),
-        errors=str(count[Outcome.ERROR]),
-        skipped=str(count[Outcome.SKIPPED]),
+def _suite(report: Report) -> Iterator[str]:
+    count = Counter(cell.outcome for cell in report.cells)
+    suite = {
+        "name": report.suite,
+        "tests": str(len(report.cells)),
+        "failures": str(count[Outcome.FAILED]),
+        "errors": str(count[Outcome.ERROR]),
+        "skipped": str(count[Outcome.SKIPPED]),
         # the run's wall time, as JUnit readers show it; a run still going: its cells' sum so far
-        time=f"{_suite_seconds(report):.3f}",
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
-    suite_properties = ET.SubElement(testsuite, "properties")
+        "time": f"{_suite_seconds(report):.3f}",
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    yield f"  <testsuite{_attributes(suite)}>\n    <properties>\n"
     for key, value in (
         ("target", report.target),
         ("runner", report.provenance.runner),
         ("commit", report.provenance.commit or "unknown"),
         ("finished", "true" if report.finished else "false"),
     ):
-        ET.SubElement(suite_properties, "property", name=key, value=value)
+        yield f"      <property{_attributes({'name': key, 'value': value})} />\n"
+    yield "    </properties>\n"
     for cell in report.cells:
-        case = ET.SubElement(
-            testsuite,
-            "testcase",
-            classname=cell.classname,
-            name=cell.name,
-            time=f"{cell.seconds:.3f}",
-        )
-        properties = ET.SubElement(case, "properties")
-        for key, value in properties_of(cell).items():
-            ET.SubElement(properties, "property", name=key, value=value)
-        if cell.outcome is Outcome.SKIPPED:
-            reason = cell.skip_reason.value if cell.skip_reason else "skipped"
-            ET.SubElement(case, "skipped", type=reason, message=cell.message)
-        elif cell.outcome is Outcome.FAILED:
-            ET.SubElement(case, "failure", type="failure", message=cell.message).text = cell.message
-        elif cell.outcome is Outcome.ERROR:
-            ET.SubElement(case, "error", type="error", message=cell.message).text = cell.message
-        if cell.detail:
-            ET.SubElement(case, "system-out").text = cell.detail
-    return testsuite
+        yield _case(cell)
+    yield "  </testsuite>\n"
+
+
+def _case(cell: Cell) -> str:
+    case = {"classname": cell.classname, "name": cell.name, "time": f"{cell.seconds:.3f}"}
+    lines = [f"    <testcase{_attributes(case)}>", "      <properties>"]
+    lines += [
+        f"        <property{_attributes({'name': key, 'value': value})} />"
+        for key, value in properties_of(cell).items()
+    ]
+    lines.append("      </properties>")
+    if cell.outcome is Outcome.SKIPPED:
+        reason = cell.skip_reason.value if cell.skip_reason else "skipped"
+        lines.append(f"      <skipped{_attributes({'type': reason, 'message': cell.message})} />")
+    elif cell.outcome in (Outcome.FAILED, Outcome.ERROR):
+        tag = "failure" if cell.outcome is Outcome.FAILED else "error"
+        said = _attributes({"type": tag, "message": cell.message})
+        lines.append(f"      <{tag}{said}>{_text(cell.message)}</{tag}>")
+    if cell.detail:
+        lines.append(f"      <system-out>{_text(cell.detail)}</system-out>")
+    lines.append("    </testcase>\n")
+    return "\n".join(lines)
+
+
+def _attributes(values: Mapping[str, str]) -> str:
+    """` name="value"` for each, escaped as XML attributes (and every text a kernel, a spec or a
+    tool put there made valid XML)."""
+    return "".join(f' {key}="{_attribute(value)}"' for key, value in values.items())
+
+
+def _attribute(value: str) -> str:
+    if not _ESCAPED_IN_ATTRIBUTES.search(value):  # most are numbers and names: as they are
+        return value
+    value = _text(value).replace('"', "&quot;")
+    return value.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#09;")
+
+
+def _text(value: str) -> str:
+    if not _ESCAPED_IN_TEXT.search(value):
+        return value
+    return xml_text(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def properties_of(cell: Cell) -> dict[str, str]:

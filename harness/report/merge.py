@@ -13,12 +13,9 @@ names differ only in spaces are one run read twice: the second is named and left
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from junitparser import Error, Failure, JUnitXml, Skipped
-from junitparser.junitparser import JUnitXmlError
+from xml.parsers import expat
 
 from harness.model.result import Cell, CellKind, Outcome, Report, ReportError
 from harness.report import junit, store
@@ -140,30 +137,47 @@ def read_report(xml_file: Path) -> Report:
     return report
 
 
+# A testcase's outcome by the result element in it (the last, where there are several)
+_RESULTS = {"skipped": Outcome.SKIPPED, "error": Outcome.ERROR, "failure": Outcome.FAILED}
+
+
 def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
+    """Each testcase's (classname, name) and outcome, read as the file streams past: nothing is
+    kept but these, so a file of a million cells costs only them. expat never fetches an
+    external entity a hostile file names, and refuses one that expands without bound."""
+    outcomes: dict[tuple[str, str], Outcome] = {}
+    open_cases: list[tuple[str, str]] = []
+    suites = 0
+
+    def start(tag: str, attributes: dict[str, str]) -> None:
+        nonlocal suites
+        if tag == "testsuite":
+            suites += 1
+        elif tag == "testcase":
+            case = (attributes.get("classname", ""), attributes.get("name", ""))
+            outcomes[case] = Outcome.PASSED
+            open_cases.append(case)
+        elif tag in _RESULTS and open_cases:
+            outcomes[open_cases[-1]] = _RESULTS[tag]
+
+    def end(tag: str) -> None:
+        if tag == "testcase" and open_cases:
+            open_cases.pop()
+
+    parser = expat.ParserCreate()
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
     try:
-        # ElementTree, not lxml: it never fetches an external entity a hostile file names.
-        document = JUnitXml.fromfile(str(xml_file), parse_func=ET.parse)
-    except (OSError, JUnitXmlError, SyntaxError) as error:  # lxml/ElementTree parse errors
+        with xml_file.open("rb") as stream:
+            parser.ParseFile(stream)
+    except (OSError, expat.ExpatError) as error:
         raise ReportError(f"{xml_file}: not readable JUnit XML ({error})") from error
-    suites = list(document)
-    if len(suites) != 1:
-        raise ReportError(f"{xml_file}: expected one testsuite, found {len(suites)}")
-    outcomes = {}
-    for case in suites[0]:
-        outcome = Outcome.PASSED
-        for result in case.result:
-            if isinstance(result, Skipped):
-                outcome = Outcome.SKIPPED
-            elif isinstance(result, Error):
-                outcome = Outcome.ERROR
-            elif isinstance(result, Failure):
-                outcome = Outcome.FAILED
-        outcomes[(case.classname, case.name)] = outcome
+    if suites != 1:
+        raise ReportError(f"{xml_file}: expected one testsuite, found {suites}")
     return outcomes
 
 
 def write_merged_xml(report_set: ReportSet, path: Path) -> None:
     """One JUnit file with one suite per report read: suites are appended, never merged."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    store.replace(path, junit.render(report_set.reports, name="cuda-matrix"))
+    store.replace(path, junit.chunks(report_set.reports, name="cuda-matrix"))

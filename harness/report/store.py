@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,8 +83,9 @@ class LiveReport:
         write(self.files, self.report)
 
 
-def replace(path: Path, text: str) -> None:
-    """Write `text` to a new file of a unique name beside `path`, then rename it over `path`:
+def replace(path: Path, text: str | Iterable[str]) -> None:
+    """Write `text` (or its pieces, one after another) to a new file of a unique name beside
+    `path`, then rename it over `path`:
     two runs writing the same report never share a scratch file, and a link planted at a
     scratch name is never followed (mkstemp creates the file, O_EXCL)."""
     handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -92,7 +94,10 @@ def replace(path: Path, text: str) -> None:
         os.umask(umask)
         os.fchmod(handle, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
         with os.fdopen(handle, "w") as file:
-            file.write(text)
+            if isinstance(text, str):
+                file.write(text)
+            else:
+                file.writelines(text)
         os.replace(scratch, path)
     except BaseException:
         Path(scratch).unlink(missing_ok=True)

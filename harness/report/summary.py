@@ -31,6 +31,11 @@ MARK = {
     Outcome.ERROR: "💥",
     Outcome.SKIPPED: "⏭️",
 }
+# summary.md stays a page GitHub shows (a step summary is at most 1 MiB): at most this many lines
+# of a list, kernels in the grid, and cells in the per-case details
+LISTED_LINES = 100
+GRID_KERNELS = 500
+DETAILED_CELLS = 5_000
 WORST_FIRST = (Outcome.ERROR, Outcome.FAILED, Outcome.SKIPPED, Outcome.PASSED)
 # The A/Bs the summary lists, in this order; SAME and IDENTICAL are only counted.
 AB_LISTED = (
@@ -243,15 +248,18 @@ def render_summary(
     broken = [c for c in report_set.cells if c.outcome in (Outcome.FAILED, Outcome.ERROR)]
     if broken:
         lines += ["", "## Failures", ""]
-        lines += [
-            f"- {MARK[c.outcome]} {_code(c.classname)} {_code(c.name)} on {_md(c.runner)}: "
-            f"{_md(c.message)}"
-            for c in broken
-        ]
+        lines += _capped(
+            [
+                f"- {MARK[c.outcome]} {_code(c.classname)} {_code(c.name)} on {_md(c.runner)}: "
+                f"{_md(c.message)}"
+                for c in broken[:LISTED_LINES]
+            ],
+            len(broken),
+        )
     slower = [v for v in verdicts if v.judgement is Judgement.SLOWER]
     if slower:
         lines += ["", "## Slower than the baseline", ""]
-        for verdict in sorted(slower, key=lambda v: -v.ratio):
+        for verdict in sorted(slower, key=lambda v: -v.ratio)[:LISTED_LINES]:
             cell = verdict.cell
             lines.append(
                 f"- {_code(cell.classname)} {_code(cell.name)} on {_md(cell.runner)}: "
@@ -259,15 +267,19 @@ def render_summary(
                 f"(ratio {verdict.ratio:.3f}, 95 % interval {verdict.low:.3f}-{verdict.high:.3f}, "
                 f"cross-run threshold {verdict.threshold_pct:.3g} %; {_md(_cause(verdict))})"
             )
+        lines += _capped([], len(slower) - LISTED_LINES)
     for base, compared in sorted(_ab_bases(report_set.cells).items()):
         listed = [(cell, ab) for cell, ab in compared if ab.judgement in AB_LISTED]
         if listed:
             lines += ["", f"## A/B against {_md(base[:10])}", ""]
-        lines += [
-            f"- {_code(cell.classname)} {_code(cell.name)} on {_md(cell.runner)}: "
-            f"{_md(describe_ab(ab))}"
-            for cell, ab in sorted(listed, key=_ab_order)
-        ]
+        lines += _capped(
+            [
+                f"- {_code(cell.classname)} {_code(cell.name)} on {_md(cell.runner)}: "
+                f"{_md(describe_ab(ab))}"
+                for cell, ab in sorted(listed, key=_ab_order)[:LISTED_LINES]
+            ],
+            len(listed),
+        )
     columns = _columns(report_set, list(targets))
     columns += [f"{target} (MISSING)" for target in report_set.missing_targets]
     chapters: dict[str, dict[str, dict[str, list[Cell]]]] = {}
@@ -276,17 +288,43 @@ def render_summary(
         by_kernel.setdefault(cell.column, []).append(cell)
     lines += ["", "| kernel | " + " | ".join(_md(c) for c in columns) + " |"]
     lines.append("|---|" + "---|" * len(columns))
+    rows = 0
     for chapter in sorted(chapters, key=natural_key):
+        if rows >= GRID_KERNELS:
+            break
         lines.append(f"| **{_md(chapter)}** |" + " |" * len(columns))
-        for kernel in sorted(chapters[chapter], key=natural_key):
+        for kernel in sorted(chapters[chapter], key=natural_key)[: GRID_KERNELS - rows]:
             by_column = chapters[chapter][kernel]
             shown = [_grid_entry(by_column[c]) if c in by_column else "—" for c in columns]
             lines.append(f"| {_md(kernel)} | " + " | ".join(shown) + " |")
-    judged = {id(v.cell): v for v in verdicts}
+            rows += 1
+    kernels = sum(len(by_kernel) for by_kernel in chapters.values())
+    if kernels > rows:
+        lines += [
+            "",
+            f"… and {kernels - rows} more kernels: the dashboard and merged.xml hold them",
+        ]
     lines.append("")
+    if len(report_set.cells) > DETAILED_CELLS:
+        lines.append(
+            f"Per-case results: {len(report_set.cells)} cells, more than summary.md lists "
+            f"({DETAILED_CELLS}); the dashboard and merged.xml hold them."
+        )
+        return "\n".join(lines) + "\n"
+    judged = {id(v.cell): v for v in verdicts}
     for chapter in sorted(chapters, key=natural_key):
         lines.append(_details(chapter, chapters[chapter], columns, judged))
     return "\n".join(lines) + "\n"
+
+
+def _capped(lines: list[str], total: int) -> list[str]:
+    """`lines`, the first of `total`, and a line saying how many more there are."""
+    more = total - len(lines)
+    return (
+        [*lines, f"- … and {more} more: the dashboard and merged.xml list them all"]
+        if more > 0
+        else lines
+    )
 
 
 def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> str:
