@@ -510,6 +510,8 @@ def _known(kind: type[K], record: Any) -> K:
     if not isinstance(record, Mapping):
         raise TypeError(f"{kind.__name__} is {type(record).__name__}, not an object")
     names = kind.__dataclass_fields__  # type: ignore[attr-defined]
+    if record.keys() <= names.keys():  # as this harness wrote it: as it is
+        return kind(**record)
     return kind(**{name: value for name, value in record.items() if name in names})
 
 

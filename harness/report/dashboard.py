@@ -57,6 +57,7 @@ def render_dashboard(
     """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines."""
     columns = _columns(report_set)
     cells, listed_note = _listed(report_set.cells, verdicts)
+    inspected = compiled_only(report_set.cells)
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_HERE),
         autoescape=True,
@@ -79,7 +80,7 @@ def render_dashboard(
         listed_note=listed_note,
         rooflines=rooflines(cells, peaks or {}),
         vendor_bars=vendor_bars(cells),
-        columns=[_column_view(c, compiled_only(report_set.cells)) for c in columns],
+        columns=[_column_view(c, inspected) for c in columns],
         width=len(columns) + 1,
         chapters=_chapters(report_set, cells, columns, {id(v.cell): v for v in verdicts}),
         data=_json_blob(cells, trends, {id(v.cell): v for v in verdicts}),

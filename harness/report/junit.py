@@ -86,8 +86,8 @@ def _suite(report: Report) -> Iterator[str]:
 def _case(cell: Cell) -> str:
     case = {"classname": cell.classname, "name": cell.name, "time": f"{cell.seconds:.3f}"}
     lines = [f"    <testcase{_attributes(case)}>", "      <properties>"]
-    lines += [
-        f"        <property{_attributes({'name': key, 'value': value})} />"
+    lines += [  # the names are the harness's own: only the values need escaping
+        f'        <property name="{key}" value="{_attribute(value)}" />'
         for key, value in properties_of(cell).items()
     ]
     lines.append("      </properties>")

@@ -146,27 +146,25 @@ def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
     kept but these, so a file of a million cells costs only them. expat never fetches an
     external entity a hostile file names, and refuses one that expands without bound."""
     outcomes: dict[tuple[str, str], Outcome] = {}
-    open_cases: list[tuple[str, str]] = []
+    last: list[tuple[str, str]] = []  # the testcase a result element belongs to
     suites = 0
 
+    # Start tags only (a million cells are 20 million elements): JUnit has result elements only
+    # inside a testcase, and one anywhere else would be charged to the case before it, which
+    # the JSON would then contradict, leaving the report out with why.
     def start(tag: str, attributes: dict[str, str]) -> None:
         nonlocal suites
-        if tag == "testsuite":
-            suites += 1
-        elif tag == "testcase":
+        if tag == "testcase":
             case = (attributes.get("classname", ""), attributes.get("name", ""))
             outcomes[case] = Outcome.PASSED
-            open_cases.append(case)
-        elif tag in _RESULTS and open_cases:
-            outcomes[open_cases[-1]] = _RESULTS[tag]
-
-    def end(tag: str) -> None:
-        if tag == "testcase" and open_cases:
-            open_cases.pop()
+            last[:] = [case]
+        elif tag in _RESULTS and last:
+            outcomes[last[0]] = _RESULTS[tag]
+        elif tag == "testsuite":
+            suites += 1
 
     parser = expat.ParserCreate()
     parser.StartElementHandler = start
-    parser.EndElementHandler = end
     try:
         with xml_file.open("rb") as stream:
             parser.ParseFile(stream)
