@@ -26,7 +26,13 @@ from harness.report.charts import rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
-from harness.report.summary import compiled_only, describe_ab, natural_key, row_key
+from harness.report.summary import (
+    compiled_only,
+    describe_ab,
+    natural_key,
+    row_key,
+    shown_controls,
+)
 from harness.report.verdict import Judgement, Verdict
 
 _HERE = Path(__file__).parent
@@ -34,8 +40,6 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 
 # A page of more cells than this lists only the notable ones (_listed)
 LISTED_CELLS = 50_000
-# Characters HTML does not allow in text, a report's names and messages may hold
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass
@@ -92,7 +96,7 @@ def _without_controls(value: object) -> object:
     HTML) as \\xNN, visible; newlines and tabs kept."""
     if not isinstance(value, str) or isinstance(value, markupsafe.Markup):  # ours, made safe
         return value
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", value)
+    return shown_controls(value)
 
 
 def _listed(cells: list[Cell], verdicts: Sequence[Verdict]) -> tuple[list[Cell], str]:

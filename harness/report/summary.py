@@ -62,8 +62,8 @@ def row_key(kind: CellKind, row: str) -> tuple:
     return (kind.rank, natural_key(row))
 
 
-# Control characters (but for the newline and tab, which become spaces) are shown as \xNN.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Characters no page may carry as they are (C0 and C1 controls, DEL): none is valid HTML
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # What makes text markup: code spans, links and images, emphasis, strikethrough, table cells.
 _MARKUP = re.compile(r"[\\`*~\[\]|]")
 # An underscore emphasises only where a word does not go on across it (scale_bias stays).
@@ -73,10 +73,14 @@ _URL = re.compile(r"://|(?i:\bwww)\.")
 _ADDRESS = re.compile(r"@(?=[\w-]+(?:\.[\w-]+)+)")  # sm_90a@vm is none: no dot after it
 
 
+def shown_controls(text: str) -> str:
+    """`text` with each control character written as \\xNN, visible; newlines and tabs kept."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
 def _visible(text: str) -> str:
     """One line, with every control character shown rather than sent."""
-    text = re.sub(r"\r\n|[\r\n\t]", " ", text)
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    return shown_controls(re.sub(r"\r\n|[\r\n\t]", " ", text))
 
 
 def _md(text: str) -> str:
