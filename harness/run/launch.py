@@ -87,13 +87,15 @@ class HostStaging:
     H200 machine, 256 MiB took 82 ms that way (3.3 GB/s), 17 ms into pageable memory already
     touched, and 5 ms into page-locked memory (55 GB/s). The arrays handed out stay valid until
     the next `reset()`: each check of a case resets it before its downloads, so a check's arrays
-    never outlive it. It grows to the largest check's downloads and stays that size.
+    never outlive it. It grows to the largest check's downloads and stays that size. Where the
+    machine will not lock that much memory (a container's limit, a host short of it), the
+    download lands in pageable memory instead: slower, never a failed cell.
     """
 
     ALIGN = 256
 
-    def __init__(self) -> None:
-        self._resource = LegacyPinnedMemoryResource()
+    def __init__(self, resource: LegacyPinnedMemoryResource | None = None) -> None:
+        self._resource = resource or LegacyPinnedMemoryResource()
         self._blocks: list[Buffer] = []  # the last is the one handed out from; the others
         self._used = 0  # were, since the last reset, and may still be read
         self._taken = 0  # bytes handed out since the last reset, in all blocks
@@ -105,8 +107,11 @@ class HostStaging:
             return np.empty(shape, dtype)
         size = -(-nbytes // self.ALIGN) * self.ALIGN
         if not self._blocks or self._used + size > self._blocks[-1].size:
-            # big enough for everything handed out since the reset: the next check fits in one
-            self._blocks.append(self._resource.allocate(self._taken + size))
+            try:  # big enough for everything handed out since the reset: the next check fits
+                block = self._resource.allocate(self._taken + size)
+            except Exception:  # no page-locked memory to be had: pageable, as without staging
+                return np.empty(shape, dtype)
+            self._blocks.append(block)
             self._used = 0
         at = int(self._blocks[-1].handle) + self._used
         self._used += size
