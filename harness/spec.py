@@ -223,6 +223,8 @@ class Vendor:
 
     library: str  # as the report names it: "torch.matmul (cuBLAS)"
     prepare: Callable[[Case, Mapping[str, np.ndarray], StreamRef], Callable[[], None]]
+    # What prepare() imports: the kernel's worker imports them while it waits for its turn
+    preload: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def torch_matmul(a: str, b: str, *, b_is_n_by_k: bool = False) -> Vendor:
 
         return run
 
-    return Vendor(library="torch.matmul (cuBLAS)", prepare=prepare)
+    return Vendor(library="torch.matmul (cuBLAS)", prepare=prepare, preload=("torch",))
 
 
 def _to_torch(torch: Any, array: np.ndarray, device: Any) -> Any:

@@ -1,16 +1,21 @@
 """Workers that misbehave on purpose, for the pool tests (test_pool.py; no GPU involved).
 
 A job is (action, value): "ok" echoes the value with the worker's pid, "crash" kills the
-process with SIGSEGV, "exit" leaves with status 3, "hang" never answers, "raise" throws, and
-"poisoned" answers but asks to be replaced, as a worker does after a sticky CUDA error.
+process with SIGSEGV, "exit" leaves with status 3, "hang" never answers, "raise" throws,
+"poisoned" answers but asks to be replaced, as a worker does after a sticky CUDA error, "set"
+answers what JSON cannot hold, and "pickle" writes to the pipe itself, as a hostile spec could,
+a pickle that would create the file `value` if the run's process unpickled it.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
 import zlib
+from multiprocessing.connection import Connection
+from pathlib import Path
 
 from harness.run.pool import Reply
 
@@ -33,7 +38,21 @@ def serve(state, job):
         time.sleep(3600)
     if action == "raise":
         raise ValueError(f"bad job {value}")
+    if action == "set":
+        return Reply({value})
+    if action == "pickle":
+        (conn,) = [o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed]
+        conn.send(_Planted(value))
+        time.sleep(3600)
     return Reply((state["tag"], value, state["pid"]), replace_me=action == "poisoned")
+
+
+class _Planted:
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (Path(self.path),)
 
 
 # Fake GPU workers for run_target: a CaseJob in, a passed Cell out, after a short sleep. Each
@@ -51,8 +70,14 @@ def fake_seconds(classname: str, case: str) -> float:
 
 
 def serve_case(state, job):
+    """A passed cell whose message names the worker's pid and the spec files it served."""
     from harness.model.result import Cell, CellKind, Outcome
+    from harness.run.worker import Prepare
 
+    if isinstance(job, Prepare):
+        state.setdefault("specs", set()).update(str(j.spec_file) for j in job.jobs)
+        return Reply(len(job.jobs))
+    state.setdefault("specs", set()).add(str(job.spec_file))
     state["served"] += 1
     ordinal, _, marker = os.environ.get("FAKE_GPU_CRASH", "").partition(":")
     if ordinal == str(state["ordinal"]) and state["served"] == 3 and not os.path.exists(marker):
@@ -66,4 +91,5 @@ def serve_case(state, job):
         CellKind.CASE, chapter, kernel, job.case_name, job.target.name, where, Outcome.PASSED
     )
     cell.seconds = seconds
-    return Reply(cell)
+    cell.message = f"pid {os.getpid()} served {sorted(state['specs'])}"
+    return Reply(cell.to_json())

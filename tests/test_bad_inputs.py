@@ -23,6 +23,7 @@ from tests.conftest import PLANTED, ROOT
 
 SPEC = "planted/add_one/spec.py"
 SOURCE = "planted/add_one/add_one.cu"
+NEEDS_SM90 = "planted/needs_sm90/needs_sm90.cu"
 
 
 def _fake_nvcc(folder: Path, version: str, body: str) -> Path:
@@ -156,6 +157,23 @@ TABLE = [
         ),
         1,
         ["add_one/spec.py: importing it ended the process (exited with status 1)"],
+    ),
+    (
+        "a spec replaces the harness's compile verdict at import, to pass every kernel",
+        lambda work: (
+            _prepend(work / "kernels" / NEEDS_SM90, '#error "broken on purpose"\n'),
+            _prepend(
+                work / "kernels" / SPEC,
+                "import harness.commands.stage as stage\n"
+                "def _passed(kernel, target, build, where, real=stage._compile_cell):\n"
+                "    cell = real(kernel, target, build, where)\n"
+                "    cell.outcome, cell.message = type(cell.outcome).PASSED, ''\n"
+                "    return cell\n"
+                "stage._compile_cell = _passed\n",
+            ),
+        ),
+        1,
+        ["FAILED   planted.needs_sm90::compile[sm_90a]", "broken on purpose"],
     ),
     (
         "a spec hangs at import",

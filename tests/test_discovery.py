@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+import time
+
 import numpy as np
 import pytest
 
+from harness.model import declared
 from harness.model.discovery import Kernel, kernel_folders, load_kernel
 from harness.model.result import SpecError
 from harness.run.verify import check_reference_fits
@@ -21,6 +25,14 @@ def _load_all(root) -> dict[str, Kernel | SpecError]:
             loaded[folder.name] = error
     return loaded
 
+
+_DECLARED = {
+    "source": "k.cu",
+    "requires": None,
+    "sass_must_contain": [],
+    "cases": [{"name": "n1", "work": [4, 0, "fp32"]}],
+    "vendor": None,
+}
 
 SHIPPED = {k.classname: k for k in _load_all(ROOT / "kernels").values() if isinstance(k, Kernel)}
 
@@ -114,3 +126,42 @@ def test_the_planted_slowdown_is_judged_as_the_chapter_kernel_it_slows():
     assert 1.045 < extra < 1.055
     expected = chapter.spec.reference(case, theirs.inputs)["y"]
     assert np.array_equal(slowed.spec.reference(case, mine.inputs)["y"], expected)
+
+
+def test_what_a_spec_declares_is_read_in_its_own_child_and_matches_its_import():
+    """The run's process knows each kernel by what its spec's child sends: the same facts its
+    import gives, and the child's own modules never reach this process."""
+    folders = kernel_folders(ROOT / "kernels")
+    before = {name for name in sys.modules if name.startswith("kernel_specs")}
+    read = declared.read_all([f.spec_file for f in folders], timeout_s=60)
+    assert {name for name in sys.modules if name.startswith("kernel_specs")} == before
+    for folder in folders:
+        assert read[folder.spec_file] == load_kernel(folder).declared, folder.classname
+
+
+def test_each_spec_is_read_in_a_child_of_its_own_so_a_hang_names_only_itself(planted):
+    hangs = planted / "planted" / "add_one" / "spec.py"
+    hangs.write_text("import time\ntime.sleep(600)\n")
+    fine = planted / "planted" / "needs_sm90" / "spec.py"
+    started = time.monotonic()
+    read = declared.read_all([hangs, fine], timeout_s=3)
+    assert time.monotonic() - started < 30
+    assert str(read[hangs]) == f"{hangs}: importing it did not finish within 3 s"
+    assert isinstance(read[fine], declared.Declared)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        [],
+        {"source": "k.cu"},
+        {**_DECLARED, "cases": [{"name": 3, "work": None}]},
+        {**_DECLARED, "cases": [{"name": "n1", "work": [-1, 0, "fp32"]}]},
+        {**_DECLARED, "cases": [{"name": "n1", "work": [1, 0, "fp64"]}]},
+        {**_DECLARED, "requires": {"sm": ["9", 0]}},
+        {**_DECLARED, "sass_must_contain": "HGMMA"},
+    ],
+)
+def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record):
+    with pytest.raises(ValueError, match="not a spec's declaration"):
+        declared.Declared.from_json(record)

@@ -176,6 +176,24 @@ def test_a_time_beyond_the_datasheet_peak_fails_the_cell(matrix, toolchain, gpu,
     assert cell.timing is not None  # what was measured is kept
 
 
+def test_a_spec_that_replaces_the_comparison_reaches_no_other_kernel(
+    matrix, toolchain, gpu, planted, tmp_path
+):
+    """Each kernel runs in a worker of its own: a spec that makes every comparison pass, in the
+    process it is imported into, cannot pass another kernel's wrong answer."""
+    spec = planted / "planted" / "add_one" / "spec.py"
+    spec.write_text(
+        "import harness.run.case, harness.run.verify\n"
+        "harness.run.case.compare = harness.run.verify.compare = lambda *args: None\n"
+        + spec.read_text()
+    )
+    cells = _run(matrix, toolchain, gpu, [planted], tmp_path)
+    assert cells["add_one", "n1000"].outcome is Outcome.PASSED
+    wrong = cells["wrong_answer", "n1000"]
+    assert wrong.outcome is Outcome.FAILED, wrong
+    assert "y: 10 of 1000 elements differ" in wrong.message
+
+
 # Cases of 20 us or more without scratch (NVBench cannot reset scratch between its samples).
 AGREEMENT_CASES = [
     "scale_bias/n67108864_vec4",

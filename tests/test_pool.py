@@ -22,7 +22,7 @@ def test_results_come_back_from_one_reused_worker():
     with _pool() as pool:
         first = pool.run(("ok", 1), timeout_s=30)
         second = pool.run(("ok", 2), timeout_s=30)
-    assert first[:2] == ("t", 1) and second[:2] == ("t", 2)
+    assert first[:2] == ["t", 1] and second[:2] == ["t", 2]
     assert first[2] == second[2]  # same process
 
 
@@ -34,7 +34,7 @@ def test_a_crash_fails_its_job_and_the_next_job_runs_in_a_fresh_worker():
         after = pool.run(("ok", 3), timeout_s=30)
     assert isinstance(crashed.value, KernelFailed) and CRASH.match(str(crashed.value))
     assert "killed by SIGSEGV" in str(crashed.value)
-    assert after[:2] == ("t", 3) and after[2] != before[2]
+    assert after[:2] == ["t", 3] and after[2] != before[2]
 
 
 def test_an_exit_is_reported_with_its_status():
@@ -53,7 +53,7 @@ def test_a_hang_times_out_and_is_killed():
         after = pool.run(("ok", 5), timeout_s=30)
     assert str(hung.value).startswith("timeout:")
     assert "timeout" in str(hung.value) and waited < 20
-    assert after[:2] == ("t", 5)
+    assert after[:2] == ["t", 5]
 
 
 def test_an_exception_in_the_worker_is_a_fault_not_a_crash_of_the_run():
@@ -63,14 +63,14 @@ def test_an_exception_in_the_worker_is_a_fault_not_a_crash_of_the_run():
         after = pool.run(("ok", 8), timeout_s=30)
     assert str(raised.value) == "worker raised ValueError: bad job 7"
     assert not CRASH.match(str(raised.value))
-    assert after[:2] == ("t", 8)
+    assert after[:2] == ["t", 8]
 
 
 def test_a_poisoned_worker_answers_then_is_replaced():
     with _pool() as pool:
         poisoned = pool.run(("poisoned", 1), timeout_s=30)
         after = pool.run(("ok", 2), timeout_s=30)
-    assert poisoned[:2] == ("t", 1)
+    assert poisoned[:2] == ["t", 1]
     assert after[2] != poisoned[2]
 
 
@@ -94,3 +94,41 @@ def test_a_worker_whose_setup_dies_fails_the_job_as_a_crash():
             pool.run(("ok", 1), timeout_s=30)
     assert CRASH.match(str(died.value))
     assert "exited with status 4" in str(died.value)
+
+
+def test_replies_are_read_as_json_never_unpickled(tmp_path):
+    """A worker runs a user's spec, which may write to the pipe itself: a pickle that would run
+    code in the run's process is refused unread, and costs that job only."""
+    planted = tmp_path / "unpickled"
+    with _pool() as pool:
+        with pytest.raises(WorkerFault) as refused:
+            pool.run(("pickle", str(planted)), timeout_s=30)
+        after = pool.run(("ok", 2), timeout_s=30)
+    assert "the worker's reply is not readable" in str(refused.value)
+    assert not planted.exists()
+    assert after[:2] == ["t", 2]
+
+
+def test_a_result_json_cannot_hold_is_the_job_s_fault():
+    with _pool() as pool:
+        with pytest.raises(WorkerFault) as refused:
+            pool.run(("set", 1), timeout_s=30)
+        after = pool.run(("ok", 2), timeout_s=30)
+    assert str(refused.value).startswith("worker's reply is not JSON")
+    assert after[:2] == ["t", 2]
+
+
+def test_a_posted_job_runs_before_the_next_and_its_reply_is_dropped():
+    with _pool() as pool:
+        pool.post(("ok", 1))
+        answer = pool.run(("ok", 2), timeout_s=30)
+        assert pool.start_s > 0  # the first run waited for the worker the post started
+    assert answer[:2] == ["t", 2]
+
+
+def test_a_posted_job_that_kills_the_worker_leaves_the_next_job_a_fresh_one():
+    with _pool() as pool:
+        first = pool.run(("ok", 0), timeout_s=30)
+        pool.post(("crash", 1))
+        after = pool.run(("ok", 2), timeout_s=30)
+    assert after[:2] == ["t", 2] and after[2] != first[2]

@@ -19,6 +19,7 @@ from harness.commands.sanitize import sanitize_target, smallest_case
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
+from harness.model.declared import Declared
 from harness.model.matrix import ComputeCapability
 from harness.model.result import (
     Cell,
@@ -259,8 +260,10 @@ def test_the_verdict_is_the_tools_and_the_case_outcome_a_property(
         assert diagnosis.skip_reason is SkipReason.DEVICE_UNSUPPORTED
 
 
-def _spec(cases, work) -> KernelSpec:
-    return KernelSpec("k.cu", cases=tuple(cases), setup=None, reference=None, work=work)
+def _spec(cases, work) -> Declared:
+    """What a spec of `cases` and `work` declares, as the run reads it from the spec's child."""
+    spec = KernelSpec("k.cu", cases=tuple(cases), setup=None, reference=None, work=work)
+    return Declared.from_json(json.loads(json.dumps(Declared.of(spec).to_json())))
 
 
 def test_the_smallest_case_is_the_least_work_and_unknown_work_goes_last():
@@ -269,10 +272,10 @@ def test_the_smallest_case_is_the_least_work_and_unknown_work_goes_last():
 
     derived = Case("derived", {})  # its n comes from setup(): work() raises here
     cases = [derived, Case("big", {"n": 1000}), Case("small", {"n": 10}), Case("tie", {"n": 10})]
-    assert smallest_case(_spec(cases, work)).name == "small"
+    assert smallest_case(_spec(cases, work)) == "small"
     flops = [Case("few_bytes_many_flops", {"n": 1, "flops": 100}), Case("n20", {"n": 20})]
-    assert smallest_case(_spec(flops, work)).name == "n20"
-    assert smallest_case(_spec([derived, Case("other", {})], work)).name == "derived"
+    assert smallest_case(_spec(flops, work)) == "n20"
+    assert smallest_case(_spec([derived, Case("other", {})], work)) == "derived"
 
 
 def test_compute_sanitizer_is_found_where_the_toolkit_keeps_it(tmp_path, monkeypatch):

@@ -3,12 +3,15 @@ everywhere."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import shutil
+import subprocess
 from types import SimpleNamespace
 
 from harness.commands.test import _shared_gpu
 from harness.model.result import Cell, CellKind, Outcome, Provenance, Timing, Unavailable
-from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, shared_why
+from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, parent_of, shared_why
 
 
 def _timing(queued_us: float | None, shared: str | None = None) -> Timing:
@@ -35,6 +38,43 @@ def test_nvml_names_the_other_processes_only_where_it_lists_this_one():
     # A list without this process is of another PID namespace: it cannot tell ours from others'
     foreign = _neighbours([17, 4242]).others()
     assert isinstance(foreign, Unavailable) and "does not list this process" in foreign.why
+
+
+def _others_seen_by_a_child(pids: list[int], answer) -> None:
+    answer.put(_neighbours([os.getpid(), *pids]).others())
+
+
+def test_the_run_s_other_workers_are_not_another_s_processes():
+    """A worker of another kernel, a child of the run's process too, waits on the GPU's quiet
+    lock while this one times: it is not another's use of the GPU. The run's parent is."""
+    context = multiprocessing.get_context("fork")  # no CUDA here: fork is safe
+    sibling = subprocess.Popen(["sleep", "30"])
+    answer = context.Queue()
+    grandparent = os.getppid()
+    try:
+        worker = context.Process(
+            target=_others_seen_by_a_child, args=([sibling.pid, grandparent], answer)
+        )
+        worker.start()
+        seen = answer.get(timeout=30)
+        worker.join()
+    finally:
+        sibling.kill()
+        sibling.wait()
+    assert seen == [f"pid {grandparent} (1.0 GiB)"]
+
+
+def test_a_process_s_parent_is_read_from_proc_even_with_parentheses_in_its_name(tmp_path):
+    named = tmp_path / "x) 7 (y"  # /proc/<pid>/stat shows `pid (x) 7 (y) S ppid`
+    named.symlink_to(shutil.which("sleep"))
+    child = subprocess.Popen([str(named), "30"])
+    try:
+        assert parent_of(child.pid) == os.getpid()
+    finally:
+        child.kill()
+        child.wait()
+    assert parent_of(os.getpid()) == os.getppid()
+    assert parent_of(2**22 + 12345) is None  # no such process
 
 
 def test_the_samples_waits_or_nvml_say_shared_and_quiet_samples_do_not():

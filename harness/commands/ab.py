@@ -13,7 +13,9 @@ of the report's own cells changes but their `ab`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,13 +96,13 @@ def compare_target(
     found: dict[tuple[str, str], ABComparison] = {}
     jobs: list[tuple[tuple[str, str], PairJob]] = []
     for kernel in head.kernels:
-        cases = [c for c in kernel.spec.cases if (kernel.classname, c.name) in passed]
+        cases = [c for c in kernel.case_names if (kernel.classname, c) in passed]
         plan = _plan(head.builds[kernel.classname], bases[kernel.classname], commit)
         for case in cases:
-            key = (kernel.classname, case.name)
+            key = (kernel.classname, case)
             if isinstance(plan, ABComparison):
                 found[key] = plan
-            elif case.name not in {c.name for c in plan.kernel.spec.cases}:
+            elif case not in plan.kernel.case_names:
                 found[key] = ABComparison(commit, ABJudgement.NEW, "the base has no such case")
             elif plan.identical and not everything:
                 found[key] = ABComparison(
@@ -119,7 +121,7 @@ def compare_target(
                 job = PairJob(
                     plan.kernel.spec_file,
                     kernel.spec_file,
-                    case.name,
+                    case,
                     target,
                     base_binary,
                     head_binary,
@@ -195,7 +197,7 @@ def _base_kernels(
         elif name not in by_name:
             sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
         elif name not in stage.builds:
-            needs = by_name[name].spec.requires
+            needs = by_name[name].declared.requires
             sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
         else:
             sides[name] = _Base(by_name[name], stage.builds[name])
@@ -209,20 +211,33 @@ def _time_pairs(
     commit: str,
     bases: dict[str, _Base],
 ) -> dict[tuple[str, str], ABComparison]:
-    """Each job timed in a GPU worker (a fault costs its own case and a fresh worker), judged."""
+    """Each job timed in a GPU worker of its kernel's own (a fault costs its own case and a
+    fresh worker; the next kernel's worker starts while this one's cases are timed), judged."""
     found = {}
-    setup = WorkerSetup(device, matrix.timer)
     timeout_s = matrix.timer.case_timeout_s + matrix.ab.budget_s
-    with WorkerPool(worker.start, worker.serve, setup) as pool:
-        for key, job in jobs:
-            try:
-                timing: PairTiming = pool.run(job, timeout_s)
-            except WorkerFault as fault:
-                timing = PairTiming(why=f"the A/B's worker failed: {fault}")
-            code = bases[key[0]].build
-            identity = code.code_identity if isinstance(code, Compiled) else None
-            found[key] = _judged(timing, commit, identity)
-            print(_line(key, found[key]), flush=True)
+    by_kernel: dict[str, list[tuple[tuple[str, str], PairJob]]] = {}
+    for key, job in jobs:
+        by_kernel.setdefault(key[0], []).append((key, job))
+    groups = list(by_kernel.values())
+    with contextlib.ExitStack() as up:
+        quiet = up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")) + "/gpu.lock"
+        setup = WorkerSetup(device, matrix.timer, quiet_lock=Path(quiet))
+        pools = [WorkerPool(worker.start, worker.serve, setup) for _ in groups]
+        for pool in pools:
+            up.callback(pool.close)
+        for index, group in enumerate(groups):
+            if index + 1 < len(pools):
+                pools[index + 1].start()
+            for key, job in group:
+                try:
+                    timing = PairTiming.from_json(pools[index].run(job, timeout_s))
+                except (WorkerFault, ValueError) as fault:
+                    timing = PairTiming(why=f"the A/B's worker failed: {fault}")
+                code = bases[key[0]].build
+                identity = code.code_identity if isinstance(code, Compiled) else None
+                found[key] = _judged(timing, commit, identity)
+                print(_line(key, found[key]), flush=True)
+            pools[index].close()
     return found
 
 

@@ -33,6 +33,7 @@ from harness.commands.stage import (
     start_run,
 )
 from harness.compile.toolchain import Toolchain
+from harness.model.declared import Declared, DeclaredCase
 from harness.model.discovery import Kernel
 from harness.model.matrix import Matrix, Target, Tool
 from harness.model.result import (
@@ -46,7 +47,6 @@ from harness.model.result import (
 from harness.report import store
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo
-from harness.spec import Case, KernelSpec
 
 ROOT = Path(__file__).resolve().parents[2]  # where the case process imports the harness from
 # Runs at once: each is a Python process plus the tool's instrumentation, mostly host work, with
@@ -54,21 +54,19 @@ ROOT = Path(__file__).resolve().parents[2]  # where the case process imports the
 PARALLEL = max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def smallest_case(spec: KernelSpec) -> Case:
-    """The case with the least work (bytes + flops); ties keep the spec's order.
+def smallest_case(declared: Declared) -> str:
+    """The name of the case with the least work (bytes + flops); ties keep the spec's order.
 
     A case whose work() needs what setup() derives on the device cannot be weighed here, and
     ranks after every case that can.
     """
 
-    def weight(case: Case) -> tuple[int, int]:
-        try:
-            work = spec.work(case)
-        except Exception:  # a param only setup() knows: unknown, not an error here
+    def weight(case: DeclaredCase) -> tuple[int, float]:
+        if case.work is None:  # a param only setup() knows: unknown, not an error here
             return 1, 0
-        return 0, work.bytes + work.flops
+        return 0, case.work.bytes + case.work.flops
 
-    return min(spec.cases, key=weight)
+    return min(declared.cases, key=weight).name
 
 
 def sanitize_target(
@@ -82,7 +80,7 @@ def sanitize_target(
     tools = matrix.sanitize.tools
 
     def run_cells(kernel: Kernel) -> list[RunCell]:
-        case = smallest_case(kernel.spec).name
+        case = smallest_case(kernel.declared)
         return [RunCell(CellKind.SANITIZER, case, tool.value) for tool in tools]
 
     files = store.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
@@ -106,7 +104,7 @@ def sanitize_target(
                 )
                 continue
             assert isinstance(device, DeviceInfo)  # runnable_binary raised otherwise
-            case = smallest_case(kernel.spec)
+            case = smallest_case(kernel.declared)
             runs = [
                 _Run(sanitizer, tool, kernel, case, target, binary, device, where) for tool in tools
             ]
@@ -124,7 +122,7 @@ class _Run:
     sanitizer: Path
     tool: Tool
     kernel: Kernel
-    case: Case
+    case: str  # the case's name
     target: Target
     binary: Path
     device: DeviceInfo
@@ -132,14 +130,14 @@ class _Run:
 
 
 def _sanitize(run: _Run, matrix: Matrix) -> Cell:
-    cell_of = RunCell(CellKind.SANITIZER, run.case.name, run.tool.value)
+    cell_of = RunCell(CellKind.SANITIZER, run.case, run.tool.value)
     cell = new_cell(run.kernel, cell_of, run.target, run.provenance)
     case_process = [
         sys.executable,
         "-m",
         "harness.run.sanitized_case",
         str(run.kernel.spec_file),
-        run.case.name,
+        run.case,
         run.target.name,
         str(run.binary),
         "--matrix",

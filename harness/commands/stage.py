@@ -16,8 +16,8 @@ from pathlib import Path
 
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
-from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
-from harness.model.import_probe import unsafe_imports
+from harness.model import declared
+from harness.model.discovery import Kernel, KernelFolder, kernel_folders
 from harness.model.matrix import Matrix, Target
 from harness.model.provenance import runner_name
 from harness.model.result import (
@@ -186,13 +186,14 @@ def load_kernels(
 ) -> tuple[list[Kernel], list[Cell]]:
     """The kernels of `folders` whose specs load, and an error cell for each that does not.
 
-    Specs are imported in a child process first (a spec that exits or hangs at import is an
-    error cell, not the end of the run). Two folders with one classname (<chapter>.<kernel>,
+    Each spec is read in a child process of its own (harness.model.declared): a spec that
+    raises, exits or hangs at import is its own error cell, and never reaches this process. Two
+    folders with one classname (<chapter>.<kernel>,
     across trees, or `ch.1/k` beside `ch/1.k`) would share builds and cells: they get one error
     cell naming both folders.
     """
     spec_cell = RunCell(CellKind.SPEC, "spec")
-    unsafe = unsafe_imports([f.spec_file for f in folders], import_timeout_s)
+    read = declared.read_all([f.spec_file for f in folders], import_timeout_s)
     by_classname: dict[str, list[KernelFolder]] = {}
     for folder in folders:
         by_classname.setdefault(folder.classname, []).append(folder)
@@ -207,9 +208,10 @@ def load_kernels(
                     "are told apart by <chapter>.<kernel>, so rename one"
                 )
             (folder,) = same
-            if folder.spec_file in unsafe:
-                raise SpecError(f"{folder.spec_file}: {unsafe[folder.spec_file]}")
-            kernels.append(load_kernel(folder))
+            declaration = read[folder.spec_file]
+            if isinstance(declaration, SpecError):
+                raise declaration
+            kernels.append(Kernel(folder.chapter, folder.name, folder.folder, declaration))
         except SpecError as error:
             cells.append(settled_cell(same[0], spec_cell, target, where, error))
     return kernels, cells
@@ -247,11 +249,11 @@ def compile_stage(
     `run_cells` gives it alike, so that no cell of the report goes missing.
     """
     cells = []
-    expressible = [k for k in kernels if target.expresses(k.spec.requires)]
+    expressible = [k for k in kernels if target.expresses(k.declared.requires)]
     for kernel in kernels:
         if kernel not in expressible:
             why = (
-                f"{kernel.classname} needs {kernel.spec.requires}; target {target.name} emits "
+                f"{kernel.classname} needs {kernel.declared.requires}; target {target.name} emits "
                 f"{target.sass}, which cannot express it"
             )
             unsupported = Skip(SkipReason.TARGET_UNSUPPORTED, why)

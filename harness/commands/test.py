@@ -2,10 +2,12 @@
 
 Every (kernel, case) gets exactly one cell. The report is rewritten after the compile stage and
 as cases finish (store.LiveReport: at most WRITE_INTERVAL_S behind the last), so whatever was
-measured is on disk whatever happens next. With several
-GPUs visible, each has its own worker and its own shard of the cases (balanced by expected time);
-a fault on one GPU fails only its case and restarts only that GPU's worker. Each GPU takes its
-cases in the order that overlaps their host work best with its own (schedule.pipeline_order).
+measured is on disk whatever happens next. With several GPUs visible, each has its own shard of
+the cases (balanced by expected time); a fault on one GPU fails only its case and restarts only
+that worker. Each kernel's cases run in a worker process of the kernel's own (harness.run.worker),
+so a spec can reach no other kernel's cells; the next kernel's worker starts, and starts its host
+work, while this one's cases run. Each GPU takes its kernels, and each kernel its cases, in the
+order that overlaps host work best with the GPU's (schedule.grouped_pipeline_order).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +36,7 @@ from harness.commands.stage import (
     start_run,
 )
 from harness.compile.toolchain import Toolchain
+from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel
 from harness.model.matrix import Matrix, Target
 from harness.model.result import (
@@ -48,9 +52,15 @@ from harness.report import store
 from harness.run import worker
 from harness.run.device import DeviceInfo
 from harness.run.pool import Serve, WorkerFault, WorkerPool
-from harness.run.schedule import AHEAD_CASES, Expected, expected, pipeline_order, shard
-from harness.run.worker import CaseJob, WorkerSetup
-from harness.spec import Case, Work
+from harness.run.schedule import (
+    AHEAD_CASES,
+    Expected,
+    ahead_memory,
+    expected,
+    grouped_pipeline_order,
+    shard,
+)
+from harness.run.worker import CaseJob, Prepare, WorkerSetup
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,7 @@ class _Job:
     """A run cell that goes to a GPU."""
 
     kernel: Kernel
-    case: Case
+    case: DeclaredCase
     binary: Path
     expected: Expected
 
@@ -88,13 +98,14 @@ def run_target(
     files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
     last_run = _expected_of_last_run(files.json)  # before this run replaces it
     with contextlib.ExitStack() as up:
-        # Each GPU's worker starts now: its imports and CUDA context overlap the compile stage.
-        pools = _started_workers(up, devices, matrix, workers) if execute else {}
+        # Each GPU's first worker starts now: its imports and CUDA context overlap the compile
+        # stage, and it takes the first kernel to run.
+        gpus = _started_workers(up, devices, matrix, workers) if execute else {}
         started_run = start_run(
             matrix, options, files, "cuda-matrix", toolchain, first, _case_cells
         )
         if execute:
-            _run_cases(started_run, last_run, devices, pools, matrix, target, files)
+            _run_cases(started_run, last_run, devices, gpus, matrix, target, files)
     report = started_run.report
     report.shared_gpu = _shared_gpu(report.cells)
     report.finished = True
@@ -103,30 +114,50 @@ def run_target(
     return RunResult(report, files, started_run.stage.fresh, started_run.stage.cached)
 
 
+@dataclass(frozen=True)
+class _Gpu:
+    """A GPU's workers: how one is set up, and the first one, started before the kernels are
+    known."""
+
+    setup: WorkerSetup
+    workers: Workers
+    first: WorkerPool
+
+    def pool(self) -> WorkerPool:
+        return WorkerPool(self.workers.start, self.workers.serve, self.setup)
+
+
+# Workers of one GPU holding cases prepared ahead at once: the one running, and the next.
+WORKERS_AHEAD = 2
+
+
 def _started_workers(
     up: contextlib.ExitStack,
     devices: Sequence[DeviceInfo] | Unavailable,
     matrix: Matrix,
     workers: Workers,
-) -> dict[int, WorkerPool]:
-    """A worker pool for each GPU, by ordinal, its worker starting; closed when `up` closes."""
+) -> dict[int, _Gpu]:
+    """Each GPU, by ordinal, with its first worker starting; what `up` closes."""
     if isinstance(devices, Unavailable):
         return {}
     host_threads = max(1, (os.cpu_count() or 1) // len(devices))
-    pools = {}
+    ahead_bytes = ahead_memory() // (WORKERS_AHEAD * len(devices))
+    locks = Path(up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")))
+    gpus = {}
     for device in devices:
-        setup = WorkerSetup(device, matrix.timer, host_threads)
-        pool = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
-        pool.start()
-        pools[device.ordinal] = pool
-    return pools
+        quiet = locks / f"gpu{device.ordinal}.lock"
+        setup = WorkerSetup(device, matrix.timer, host_threads, quiet, ahead_bytes)
+        first = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
+        first.start()
+        gpus[device.ordinal] = _Gpu(setup, workers, first)
+    return gpus
 
 
 def _run_cases(
     started_run: StartedRun,
     last_run: dict[tuple[str, str], Expected],
     devices: Sequence[DeviceInfo] | Unavailable,
-    pools: dict[int, WorkerPool],
+    gpus: dict[int, _Gpu],
     matrix: Matrix,
     target: Target,
     files: store.ReportFiles,
@@ -138,7 +169,9 @@ def _run_cases(
     compiled = len(report.cells)  # the run cells follow the compile cells
     order = {
         (kernel.classname, case.name): index
-        for index, (kernel, case) in enumerate((k, c) for k in stage.kernels for c in k.spec.cases)
+        for index, (kernel, case) in enumerate(
+            (k, c) for k in stage.kernels for c in k.declared.cases
+        )
     }
     jobs = []
     for kernel in stage.kernels:
@@ -148,12 +181,12 @@ def _run_cases(
             for case_cell in _case_cells(kernel):
                 report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
             continue
-        for case in kernel.spec.cases:
+        for case in kernel.declared.cases:
             key = (kernel.classname, case.name)
-            jobs.append(_Job(kernel, case, binary, expected(key, last_run, _work_of(kernel, case))))
+            jobs.append(_Job(kernel, case, binary, expected(key, last_run, case.work)))
     store.write(files, report)
     if jobs and not isinstance(devices, Unavailable):
-        _run_jobs(jobs, list(devices), pools, matrix, target, where, report, files)
+        _run_jobs(jobs, list(devices), gpus, matrix, target, where, report, files)
     run_cells = sorted(report.cells[compiled:], key=lambda c: order[c.classname, c.case])
     report.cells[compiled:] = run_cells
 
@@ -174,47 +207,58 @@ def _shared_gpu(cells: list[Cell]) -> str | None:
 
 
 def _case_cells(kernel: Kernel) -> list[RunCell]:
-    return [RunCell(CellKind.CASE, case.name) for case in kernel.spec.cases]
+    return [RunCell(CellKind.CASE, name) for name in kernel.case_names]
 
 
 def _run_jobs(
     jobs: list[_Job],
     devices: list[DeviceInfo],
-    pools: dict[int, WorkerPool],
+    gpus: dict[int, _Gpu],
     matrix: Matrix,
     target: Target,
     where: Provenance,
     report: Report,
     files: store.ReportFiles,
 ) -> None:
-    """Every job on one of `devices`, each device working through its shard in its own worker
-    (`pools`, by device ordinal); each cell goes into the report (rewritten on disk) the moment
-    it is done."""
+    """Every job on one of `devices`, each device working through its shard kernel by kernel,
+    each kernel in a worker of its own (`gpus`, by device ordinal); each cell goes into the
+    report (rewritten on disk) the moment it is done."""
     balanced = shard(jobs, lambda job: job.expected.turn_s, len(devices))
-    shards = [pipeline_order(queue, lambda job: job.expected) for queue in balanced]
-    progress = Progress(len(jobs), max(sum(j.expected.turn_s for j in s) for s in shards))
+    shards = [
+        grouped_pipeline_order(queue, lambda job: job.kernel.classname, lambda job: job.expected)
+        for queue in balanced
+    ]
+    longest = max(sum(j.expected.turn_s for group in s for j in group) for s in shards)
+    progress = Progress(len(jobs), longest)
     live = store.LiveReport(files, report)
     done = threading.Lock()
+    timeout_s = matrix.timer.case_timeout_s
 
     def finished(cell: Cell) -> None:
         with done:
             live.add(cell)
             progress.finished(cell)
 
-    def drive(device: DeviceInfo, queue: list[_Job]) -> None:
-        pool = pools[device.ordinal]
-        for index, job in enumerate(queue):
-            after = queue[index + 1 : index + 1 + AHEAD_CASES]
-            upcoming = tuple(_case_job(later, target, where) for later in after)
-            case_job = _case_job(job, target, where, upcoming)
-            timeout_s = matrix.timer.case_timeout_s
-            finished(_run_one(pool, job, case_job, device, timeout_s))
+    def drive(device: DeviceInfo, groups: list[list[_Job]]) -> None:
+        gpu = gpus[device.ordinal]
+        with contextlib.ExitStack() as up:
+            pools = [gpu.first] + [up.enter_context(gpu.pool()) for _ in groups[1:]]
+            pools[0].post(_prepare(groups[0], target, where))
+            for index, group in enumerate(groups):
+                if index + 1 < len(groups):  # the next kernel's worker: up, and preparing
+                    pools[index + 1].post(_prepare(groups[index + 1], target, where))
+                for at, job in enumerate(group):
+                    after = group[at + 1 : at + 1 + AHEAD_CASES]
+                    upcoming = tuple(_case_job(later, target, where) for later in after)
+                    case_job = _case_job(job, target, where, upcoming)
+                    finished(_run_one(pools[index], job, case_job, device, timeout_s))
+                pools[index].close()
 
     failures: list[BaseException] = []
 
-    def guarded(device: DeviceInfo, queue: list[_Job]) -> None:
+    def guarded(device: DeviceInfo, groups: list[list[_Job]]) -> None:
         try:
-            drive(device, queue)
+            drive(device, groups)
         except BaseException as error:  # a harness bug: raised again in the caller's thread
             failures.append(error)
 
@@ -238,13 +282,18 @@ def _run_jobs(
         raise failures[0]
 
 
+def _prepare(group: list[_Job], target: Target, where: Provenance) -> Prepare:
+    """What starts the host work of a kernel's first cases in its worker."""
+    return Prepare(tuple(_case_job(job, target, where) for job in group[:AHEAD_CASES]))
+
+
 def _run_one(
     pool: WorkerPool, job: _Job, case_job: CaseJob, device: DeviceInfo, timeout_s: float
 ) -> Cell:
     started = time.monotonic()
     try:
-        cell: Cell = pool.run(case_job, timeout_s)
-    except WorkerFault as fault:  # the worker died on this case
+        cell = _cell_of(pool.run(case_job, timeout_s), job, case_job)
+    except WorkerFault as fault:  # the worker died on this case, or answered nonsense
         run = RunCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, run, case_job.target, case_job.provenance, fault)
     # a faulted case costs what the parent waited, worker start included
@@ -252,6 +301,22 @@ def _run_one(
     if pool.start_s:  # the first case, or the one after a fault
         cell.worker_start_s = pool.start_s
     cell.gpu = device.ordinal
+    return cell
+
+
+def _cell_of(record: object, job: _Job, case_job: CaseJob) -> Cell:
+    """The cell a worker sent for `job`, read back and checked to be that job's: a worker runs a
+    spec, and may say anything; WorkerFault where it is not that job's cell."""
+    try:
+        if not isinstance(record, dict):
+            raise TypeError(f"{type(record).__name__}, not an object")
+        cell = Cell.from_json(record, case_job.target.name, case_job.provenance)
+    except (KeyError, TypeError, ValueError) as error:
+        raise WorkerFault(f"the worker's cell is not readable: {error}") from None
+    answered = (cell.kind, cell.chapter, cell.kernel, cell.case)
+    asked = (CellKind.CASE, job.kernel.chapter, job.kernel.name, job.case.name)
+    if answered != asked:
+        raise WorkerFault(f"the worker answered for another cell: {answered[1:]}, not {asked[1:]}")
     return cell
 
 
@@ -277,13 +342,6 @@ def _expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
         for c in last.cells
         if c.kind is CellKind.CASE
     }
-
-
-def _work_of(kernel: Kernel, case: Case) -> Work | None:
-    try:
-        return kernel.spec.work(case)
-    except Exception:  # an estimate only: the case's own run reports what its spec raises
-        return None
 
 
 def main(args: argparse.Namespace) -> int:

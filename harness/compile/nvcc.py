@@ -253,9 +253,10 @@ class Compiler:
         except OSError as error:  # a read-only cache, a folder where a binary should be
             where = error.filename or self.cache_dir
             raise KernelFailed(f"the compile cache {where}: {error.strerror or error}") from error
-        if compiled.binary is None or not kernel.spec.sass_must_contain:
+        demanded = kernel.declared.sass_must_contain
+        if compiled.binary is None or not demanded:
             return compiled
-        sass = check_sass(self.toolchain.cuobjdump, compiled.binary, kernel.spec.sass_must_contain)
+        sass = check_sass(self.toolchain.cuobjdump, compiled.binary, demanded)
         return dataclasses.replace(compiled, sass=sass)
 
     def _compile_or_why(self, kernel: Kernel, target: Target) -> Compiled | Unavailable:

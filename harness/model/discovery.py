@@ -2,7 +2,9 @@
 
 Finding a kernel's folder and loading its spec are two steps: a spec that cannot be used raises
 SpecError naming the spec file, and the command that loads it makes that the kernel's error
-cell, so one bad file never ends the run.
+cell, so one bad file never ends the run. Only a process of the kernel's own loads its spec (a
+spec's child, harness.model.declared; its GPU worker): the run's own process knows a kernel by
+what its spec declared.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
-from harness.spec import KernelSpec
+from harness.spec import Case, KernelSpec
 
 # A compile or spec cell is named after its kind (compile[sm_90a]): a case may not be
 RESERVED_CASE_NAMES = frozenset({CellKind.COMPILE.value, CellKind.SPEC.value})
@@ -48,13 +51,24 @@ class KernelFolder:
 
 @dataclass(frozen=True)
 class Kernel(KernelFolder):
-    """A kernel whose spec loaded."""
+    """A kernel whose spec loaded, as its spec declared it."""
 
-    spec: KernelSpec
+    declared: Declared
 
     @property
     def source(self) -> Path:
-        return self.folder / self.spec.source
+        return self.folder / self.declared.source
+
+    @property
+    def case_names(self) -> list[str]:
+        return [case.name for case in self.declared.cases]
+
+
+@dataclass(frozen=True)
+class LoadedKernel(Kernel):
+    """A kernel with its spec imported: in a process of that kernel's own only."""
+
+    spec: KernelSpec
 
 
 def kernel_folders(root: Path, select: str = "") -> list[KernelFolder]:
@@ -65,9 +79,9 @@ def kernel_folders(root: Path, select: str = "") -> list[KernelFolder]:
     return [folder for folder in found if select in folder.classname]
 
 
-def load_kernel(where: KernelFolder) -> Kernel:
-    """The kernel of `where`, its spec imported and checked; SpecError naming the spec file when
-    it cannot be used."""
+def load_kernel(where: KernelFolder) -> LoadedKernel:
+    """The kernel of `where`, its spec imported into this process and checked; SpecError naming
+    the spec file when it cannot be used."""
     spec_file = where.spec_file
 
     def broken(why: str) -> SpecError:
@@ -100,6 +114,12 @@ def load_kernel(where: KernelFolder) -> Kernel:
         raise broken(f"source {spec.source!r} is not a file beside it")
     if len(spec.cases) == 0:
         raise broken("declares no cases")
+    not_cases = [case for case in spec.cases if not isinstance(case, Case)]
+    if not_cases:
+        raise broken(f"cases holds {not_cases[0]!r}, not a Case(...)")
+    unnamed = [case for case in spec.cases if not isinstance(case.name, str) or not case.name]
+    if unnamed:
+        raise broken(f"a case's name must be a non-empty string, not {unnamed[0].name!r}")
     counted = collections.Counter(case.name for case in spec.cases)
     duplicates = sorted(name for name, count in counted.items() if count > 1)
     if duplicates:
@@ -110,7 +130,7 @@ def load_kernel(where: KernelFolder) -> Kernel:
             f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
             "rename the case"
         )
-    return Kernel(where.chapter, where.name, where.folder, spec)
+    return LoadedKernel(where.chapter, where.name, where.folder, Declared.of(spec), spec)
 
 
 def _package_for(folder: Path) -> str:

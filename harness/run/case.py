@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import threading
 import time
 import traceback
 import zlib
@@ -24,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from cuda.core import Device
 
-from harness.model.discovery import Kernel
+from harness.model.discovery import LoadedKernel
 from harness.model.matrix import Target, TimerSettings
 from harness.model.result import (
     Cell,
@@ -41,6 +40,7 @@ from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
 from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, HostStaging, Module, Workspace
+from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
 from harness.run.throughput import beyond_peak, throughput
@@ -52,12 +52,12 @@ from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamR
 T = TypeVar("T")
 
 
-def seed_of(kernel: Kernel, case: Case) -> int:
+def seed_of(kernel: LoadedKernel, case: Case) -> int:
     """Stable across runs and machines, distinct per case: the recorded seed of its inputs."""
     return zlib.crc32(f"{kernel.classname}/{case.name}".encode())
 
 
-def fresh_seed_of(kernel: Kernel, case: Case) -> int:
+def fresh_seed_of(kernel: LoadedKernel, case: Case) -> int:
     """The seed of the inputs the case is checked on after timing: inputs the kernel was never
     given before, so a result remembered from the timed launches cannot pass for a new one."""
     return zlib.crc32(f"{kernel.classname}/{case.name}/fresh".encode())
@@ -82,7 +82,7 @@ class _Verified:
 class Upcoming:
     """The case a worker runs next, whose host work may start while this one is on the GPU."""
 
-    kernel: Kernel
+    kernel: LoadedKernel
     case: Case
     target: Target
     binary: Path
@@ -101,7 +101,7 @@ class HostWork:
     reference_s: float
 
 
-def _spec_step(kernel: Kernel, step: str, call: Callable[..., T], *args: Any) -> T:
+def _spec_step(kernel: LoadedKernel, step: str, call: Callable[..., T], *args: Any) -> T:
     """`call(*args)`, a function of the kernel's spec: what it raises is the spec's error, but
     for DeviceUnsupported, which skips the case."""
     try:
@@ -113,7 +113,7 @@ def _spec_step(kernel: Kernel, step: str, call: Callable[..., T], *args: Any) ->
         raise SpecError(f"{kernel.classname} spec {step}() raised {message}", detail) from error
 
 
-def checked_work(kernel: Kernel, work: object) -> Work:
+def checked_work(kernel: LoadedKernel, work: object) -> Work:
     """What work() returned, when it is a Work of counts (finite, 0 or more); else the spec's
     error: a negative count would show as negative GB/s, not as a broken spec."""
     if not isinstance(work, Work):
@@ -138,18 +138,29 @@ class GpuRuntime:
     the timing to end.
     """
 
-    def __init__(self, info: DeviceInfo, timer: TimerSettings, host_threads: int | None = None):
+    def __init__(
+        self,
+        info: DeviceInfo,
+        timer: TimerSettings,
+        host_threads: int | None = None,
+        quiet: QuietLock | None = None,
+        ahead_bytes: int | None = None,
+    ):
+        """`quiet`: the lock the GPU's other workers time under (this process's own if None);
+        `ahead_bytes`: the host memory that cases prepared ahead may hold (ahead_memory())."""
         self.info = info
         self.timer = timer
-        self.device = Device(info.ordinal)
-        self.device.set_current()
-        self.stream = self.device.create_stream()
-        # A memset over twice the L2 before each sample evicts whatever the last run left there.
-        self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
-        self.gate = StreamGate()
-        self.clock = ClockProbe(info.sm_count)
-        self.clock.warm(self.stream)
-        self.digests = Digests(self.device, self.stream, info.sm_count)
+        self._quiet = quiet or QuietLock()  # held while timing
+        with self._quiet:  # a context and a warm-up kernel: not while another worker times
+            self.device = Device(info.ordinal)
+            self.device.set_current()
+            self.stream = self.device.create_stream()
+            # A memset over twice the L2 before each sample evicts what the last run left there.
+            self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
+            self.gate = StreamGate()
+            self.clock = ClockProbe(info.sm_count)
+            self.clock.warm(self.stream)
+            self.digests = Digests(self.device, self.stream, info.sm_count)
         self.staging = HostStaging()  # what checks download into
         self.neighbours = Neighbours(info.uuid, info.ordinal)
         self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
@@ -160,10 +171,9 @@ class GpuRuntime:
         self._ahead = ThreadPoolExecutor(
             2 * AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
         )
-        self._ahead_memory = ahead_memory()
+        self._ahead_memory = ahead_memory() if ahead_bytes is None else ahead_bytes
         # host work begun, by its case's key and whether it is of the fresh inputs
         self._prepared: dict[tuple, Future] = {}
-        self._quiet = threading.Lock()  # held while timing
         self._modules: dict[Path, Module] = {}
 
     def beside(self, call: Callable[..., T], *args: Any) -> Future[T]:
@@ -184,7 +194,7 @@ class GpuRuntime:
 
     def run_case(
         self,
-        kernel: Kernel,
+        kernel: LoadedKernel,
         case: Case,
         target: Target,
         binary: Path,
@@ -220,7 +230,7 @@ class GpuRuntime:
         if timed and fresh is None:  # before the upcoming cases' work: it is needed first
             seed = fresh_seed_of(kernel, case)
             fresh = self._ahead.submit(self.host_work, kernel, case, module, seed)
-        self._prepare_ahead(upcoming[:AHEAD_CASES], timed)
+        self.prepare_ahead(upcoming[:AHEAD_CASES], timed)
         host = prepared.result() if prepared else self.host_work(kernel, case, module)
         try:
             return self._run_case(kernel, case, module, cell, host, fresh)
@@ -228,7 +238,7 @@ class GpuRuntime:
             if fresh is not None:
                 fresh.cancel()  # not needed when the case failed before timing
 
-    def _prepare_ahead(self, upcoming: tuple[Upcoming, ...], timed: bool) -> None:
+    def prepare_ahead(self, upcoming: tuple[Upcoming, ...], timed: bool = True) -> None:
         """Begin what is not begun of the first of `upcoming` that fit in the memory set aside
         (timed, their fresh inputs' too); drop what was begun for cases no longer coming."""
         variants = (False, True) if timed else (False,)
@@ -265,7 +275,7 @@ class GpuRuntime:
         return self.host_work(upcoming.kernel, upcoming.case, module, seed)
 
     def host_work(
-        self, kernel: Kernel, case: Case, module: Module, seed: int | None = None
+        self, kernel: LoadedKernel, case: Case, module: Module, seed: int | None = None
     ) -> HostWork:
         started = time.monotonic()
         rng = np.random.default_rng(seed_of(kernel, case) if seed is None else seed)
@@ -284,7 +294,7 @@ class GpuRuntime:
 
     def _run_case(
         self,
-        kernel: Kernel,
+        kernel: LoadedKernel,
         case: Case,
         module: Module,
         cell: Cell,
@@ -350,14 +360,14 @@ class GpuRuntime:
         cell.stages = spent.stages(host)
         return cell, healthy
 
-    def prepare(self, kernel: Kernel, case: Case, module: Module) -> Workspace:
+    def prepare(self, kernel: LoadedKernel, case: Case, module: Module) -> Workspace:
         """The case's problem set up on the device from its seeded inputs, not yet run."""
         host = self.host_work(kernel, case, module)
         if host.problem is None:
             raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
         return self.upload(kernel, module, host.problem)
 
-    def upload(self, kernel: Kernel, module: Module, problem: Problem) -> Workspace:
+    def upload(self, kernel: LoadedKernel, module: Module, problem: Problem) -> Workspace:
         """The problem's buffers and launches on the device; a problem the launches cannot be
         made of (a buffer name unknown, an argument of the wrong type) is the spec's error."""
         try:
@@ -402,7 +412,7 @@ class GpuRuntime:
 
     def _verify_fresh(
         self,
-        kernel: Kernel,
+        kernel: LoadedKernel,
         case: Case,
         module: Module,
         workspace: Workspace,
@@ -440,7 +450,7 @@ class GpuRuntime:
 
     def _check_fresh(
         self,
-        kernel: Kernel,
+        kernel: LoadedKernel,
         case: Case,
         workspace: Workspace,
         verified: _Verified,
@@ -477,7 +487,7 @@ class GpuRuntime:
 
     def _check(
         self,
-        kernel: Kernel,
+        kernel: LoadedKernel,
         case: Case,
         module: Module,
         cell: Cell,

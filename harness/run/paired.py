@@ -18,10 +18,11 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from harness.model.discovery import Kernel
+from harness.model.discovery import LoadedKernel
 from harness.model.matrix import ABSettings
 from harness.model.result import CellError
 from harness.run.case import GpuRuntime, describe_exception
@@ -43,12 +44,37 @@ class PairTiming:
     same_inputs: bool | None = None
     why: str = ""
 
+    @classmethod
+    def from_json(cls, record: Any) -> PairTiming:
+        """The timing a worker sent (dataclasses.asdict's form); ValueError when it is not."""
+        try:
+            ratios = tuple(_number(r) for r in record["ratios"])
+            base, head = record["base_median_us"], record["head_median_us"]
+            same = record["same_inputs"]
+            if not isinstance(same, bool | None) or not isinstance(record["why"], str):
+                raise TypeError("same_inputs or why")
+            return cls(
+                ratios,
+                None if base is None else _number(base),
+                None if head is None else _number(head),
+                same,
+                record["why"],
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a pair's timing: {type(error).__name__}: {error}") from None
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{value!r} is not a finite number")
+    return float(value)
+
 
 @dataclass(frozen=True)
 class Side:
     """One build of the case: its kernel (spec), the case as its spec names it, its binary."""
 
-    kernel: Kernel
+    kernel: LoadedKernel
     case: Case
     module: Module
 

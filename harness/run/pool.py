@@ -5,16 +5,20 @@ one that deadlocks never returns, and one that traps can take the interpreter do
 a spawned worker; when it dies, runs past the job's timeout, or asks to be replaced (after a
 sticky CUDA error), run() raises WorkerFault for that job and the next job starts in a fresh
 worker.
+
+A worker runs a kernel's spec, which is Python a user wrote: what it sends back is JSON, read
+and checked here, never a pickle (which would run whatever it was made to run in this process).
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.model.result import KernelFailed
 from harness.processes import describe_exit
@@ -26,26 +30,40 @@ class WorkerFault(KernelFailed):
 
 @dataclass(frozen=True)
 class Reply:
-    """What a worker sends back for one job; `replace_me` retires the worker after it, and
-    `raised` says what the job's own code raised instead of giving a result."""
+    """What a worker sends back for one job: `result` as JSON values; `replace_me` retires the
+    worker after it, and `raised` says what the job's own code raised instead of giving a
+    result."""
 
     result: Any
     replace_me: bool = False
     raised: str | None = None
+
+    def encoded(self) -> bytes:
+        return json.dumps([self.result, self.replace_me, self.raised]).encode()
+
+    @classmethod
+    def decoded(cls, data: bytes) -> Reply:
+        """ValueError where `data` is not what encoded() makes."""
+        result, replace_me, raised = json.loads(data)
+        if not isinstance(replace_me, bool) or not isinstance(raised, str | None):
+            raise ValueError("not a worker's reply")
+        return cls(result, replace_me, raised)
 
 
 # A worker is `serve(setup_arg, job) -> Reply`, run by _worker_main in the child process.
 Serve = Callable[[Any, Any], Reply]
 
 
-_READY = "ready"  # a worker's first message: set up, waiting for jobs
+_READY = b"ready"  # a worker's first message: set up, waiting for jobs
+# The largest reply read back: a cell with its logs (bounded where they are kept) is far less.
+MAX_REPLY_BYTES = 256 << 20
 
 
 def _worker_main(
     serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection
 ) -> None:
     state = setup(setup_arg)
-    conn.send(_READY)
+    conn.send_bytes(_READY)
     while True:
         try:
             job = conn.recv()
@@ -55,7 +73,11 @@ def _worker_main(
             reply = serve(state, job)
         except Exception as error:  # a bug in the job's own code: report it, then step down
             reply = Reply(None, True, f"worker raised {type(error).__name__}: {error}")
-        conn.send(reply)
+        try:
+            data = reply.encoded()
+        except (TypeError, ValueError) as error:  # a result JSON cannot hold: the job's bug
+            data = Reply(None, True, f"worker's reply is not JSON: {error}").encoded()
+        conn.send_bytes(data)
         if reply.replace_me:
             return
 
@@ -70,7 +92,8 @@ class WorkerPool:
     """One worker at a time, replaced whenever a job faults or asks for it.
 
     `start_s` is what the last job waited for a fresh worker to start and set up (0.0 when it
-    reused one): after a fault, the price of recovering.
+    reused one): after a fault, the price of recovering. A job may be posted ahead (post()):
+    the worker takes it once set up, and its reply is read, and dropped, before the next job's.
     """
 
     def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
@@ -78,6 +101,7 @@ class WorkerPool:
         self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
         self._worker: _Worker | None = None
         self._starting = False  # a worker is up but has not said it is ready
+        self._posted: list[Any] = []  # jobs sent ahead to the worker up now, not yet answered
         self.start_s = 0.0
 
     def start(self) -> None:
@@ -109,38 +133,87 @@ class WorkerPool:
         process.join(timeout=30)
         self._worker = None
         self._starting = False
+        self._posted = []
+
+    def post(self, job: Any) -> None:
+        """Send `job` to the worker (started now if none is up) without waiting for it: what
+        it does comes back, and is dropped, before the next run(); a worker that fails it is
+        replaced then, for the job run() sends. A worker replaced meanwhile never gets it."""
+        worker = self._start() if self._worker is None else self._worker
+        try:
+            worker.conn.send(job)
+        except (OSError, BrokenPipeError):  # gone already: run() finds out and says how
+            return
+        self._posted.append(job)
 
     def run(self, job: Any, timeout_s: float) -> Any:
-        """The job's result; WorkerFault saying how the worker failed it. The timeout covers
-        a fresh worker's start too."""
+        """The job's result, as JSON values; WorkerFault saying how the worker failed it. The
+        timeout covers a fresh worker's start too, and the jobs posted ahead of it."""
         started = time.monotonic()
-        worker = self._start() if self._worker is None else self._worker
-        conn = worker.conn
         self.start_s = 0.0
+        worker = self._ready(started, timeout_s)
         try:
-            if self._starting:
-                if not conn.poll(timeout_s):
-                    self._retire(kill=True)
-                    raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
-                conn.recv()  # _READY
-                self._starting = False
-                self.start_s = time.monotonic() - started
-            conn.send(job)
-            left = timeout_s - (time.monotonic() - started)
-            if not conn.poll(max(left, 0.0)):
-                self._retire(kill=True)
-                raise WorkerFault(f"timeout: no result after {timeout_s:g} s; worker killed")
-            reply: Reply = conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            worker.process.join(timeout=30)
-            how = describe_exit(worker.process.exitcode)
-            self._retire(kill=True)
-            raise WorkerFault(f"worker process {how} during this job") from None
-        if reply.replace_me:
-            self._retire(kill=False)
+            while self._posted:  # what a posted job did is for this one to use; its reply not
+                self._posted.pop(0)
+                if self._reply(worker, started, timeout_s).replace_me:
+                    break
+        except WorkerFault:  # it failed the worker: this job goes to a fresh one
+            pass
+        if self._worker is not worker:
+            worker = self._ready(started, timeout_s)
+        try:
+            worker.conn.send(job)
+        except OSError:  # BrokenPipeError: it is gone
+            self._died(worker)
+        reply = self._reply(worker, started, timeout_s)
         if reply.raised is not None:
             raise WorkerFault(reply.raised)
         return reply.result
+
+    def _ready(self, started: float, timeout_s: float) -> _Worker:
+        """The worker up now, or a fresh one, once it says it is set up."""
+        worker = self._start() if self._worker is None else self._worker
+        if self._starting:
+            left = timeout_s - (time.monotonic() - started)
+            try:
+                if not worker.conn.poll(max(left, 0.0)):
+                    self._retire(kill=True)
+                    raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
+                first = worker.conn.recv_bytes(len(_READY))
+            except (EOFError, OSError):
+                self._died(worker)
+            if first != _READY:
+                self._retire(kill=True)
+                raise WorkerFault("the worker's first message was not that it is ready")
+            self._starting = False
+            self.start_s = time.monotonic() - started
+        return worker
+
+    def _reply(self, worker: _Worker, started: float, timeout_s: float) -> Reply:
+        """The worker's next reply within what is left of `timeout_s`; WorkerFault (the worker
+        retired) when none comes or it cannot be read. A reply asking for it retires it."""
+        left = timeout_s - (time.monotonic() - started)
+        try:
+            if not worker.conn.poll(max(left, 0.0)):
+                self._retire(kill=True)
+                raise WorkerFault(f"timeout: no result after {timeout_s:g} s; worker killed")
+            data = worker.conn.recv_bytes(MAX_REPLY_BYTES)
+        except (EOFError, OSError):
+            self._died(worker)
+        try:
+            reply = Reply.decoded(data)
+        except (TypeError, ValueError) as error:
+            self._retire(kill=True)
+            raise WorkerFault(f"the worker's reply is not readable: {error}") from None
+        if reply.replace_me:
+            self._retire(kill=False)
+        return reply
+
+    def _died(self, worker: _Worker) -> NoReturn:
+        worker.process.join(timeout=30)
+        how = describe_exit(worker.process.exitcode)
+        self._retire(kill=True)
+        raise WorkerFault(f"worker process {how} during this job")
 
     def close(self) -> None:
         self._retire(kill=True)

@@ -12,7 +12,9 @@ Shards are made the way LPT scheduling makes them: longest turn first, each to t
 the least expected time so far. Each shard is then ordered as a two-stage flow shop (Johnson's
 rule): the cases whose turn outlasts their host work first, least host work first, so the GPU
 starts at once while the host prepares what comes; then the rest, longest turn first, so the
-last turns are short and no case's host work is left waiting at the end.
+last turns are short and no case's host work is left waiting at the end. A kernel's cases run
+in a worker of its own, one after another: the rule orders a shard's kernels (by their sums),
+then each kernel's cases.
 """
 
 from __future__ import annotations
@@ -116,3 +118,19 @@ def pipeline_order(items: Sequence[Item], expect: Callable[[Item], Expected]) ->
     return sorted(turn_bound, key=lambda item: expect(item).host_s) + sorted(
         host_bound, key=lambda item: expect(item).turn_s, reverse=True
     )
+
+
+def grouped_pipeline_order(
+    items: Sequence[Item], group_of: Callable[[Item], str], expect: Callable[[Item], Expected]
+) -> list[list[Item]]:
+    """`items` in groups that run one after another (a kernel's cases, in a worker of its own):
+    each group in pipeline_order, the groups in Johnson's order of their sums."""
+    groups: dict[str, list[Item]] = {}
+    for item in items:
+        groups.setdefault(group_of(item), []).append(item)
+
+    def total(group: list[Item]) -> Expected:
+        return Expected(sum(expect(i).host_s for i in group), sum(expect(i).turn_s for i in group))
+
+    ordered = pipeline_order(list(groups.values()), total)
+    return [pipeline_order(group, expect) for group in ordered]

@@ -1,16 +1,23 @@
 """The GPU side of a worker process: one CaseJob in, one Cell out; or one PairJob in (a case's
-base and head builds, for `ab`), one PairTiming out.
+base and head builds, for `ab`), one PairTiming out; or a Prepare, which starts the host work
+of the cases to come.
 
-Kernel specs hold functions, which do not cross process boundaries, so a job names the kernel by
-its spec file and the worker imports it (once) itself.
+A worker serves one kernel. It starts knowing none (its CUDA context and imports are what take
+time, so it may start before the kernels are known), and takes the kernel of the first job it
+gets: it imports that kernel's spec, and refuses any job of another. A spec is Python that runs
+in this process, so it could change how this process judges; it cannot reach another kernel's
+cells, which other processes judge. Replies are JSON (the result model's form), read back and
+checked by the run's process.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from harness.model.discovery import Kernel, KernelFolder, load_kernel
+from harness.model.discovery import KernelFolder, LoadedKernel, load_kernel
 from harness.model.matrix import ABSettings, Target, TimerSettings
 from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceInfo
@@ -23,6 +30,8 @@ class WorkerSetup:
     device: DeviceInfo
     timer: TimerSettings
     host_threads: int | None = None  # cores for this worker's host work; None: all of them
+    quiet_lock: Path | None = None  # the file lock the GPU's workers time under (quiet.py)
+    ahead_bytes: int | None = None  # host memory for cases prepared ahead; None: its own share
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,13 @@ class CaseJob:
     binary: Path
     provenance: Provenance
     upcoming: tuple[CaseJob, ...] = ()  # the jobs that follow: their host work starts early
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """The first jobs of the worker's kernel, to start their host work: answered at once."""
+
+    jobs: tuple[CaseJob, ...]
 
 
 @dataclass(frozen=True)
@@ -49,34 +65,72 @@ class PairJob:
     settings: ABSettings
 
 
+class OtherKernel(Exception):
+    """A job of a kernel other than the one this worker serves: the run's bug, never served."""
+
+
 class _Worker:
     def __init__(self, setup: WorkerSetup):
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
+        from harness.run.quiet import QuietLock
 
-        self.runtime = GpuRuntime(setup.device, setup.timer, setup.host_threads)
-        self.kernels: dict[Path, Kernel] = {}
+        quiet = QuietLock(setup.quiet_lock)
+        self.runtime = GpuRuntime(
+            setup.device, setup.timer, setup.host_threads, quiet, setup.ahead_bytes
+        )
+        self.kernels: dict[Path, LoadedKernel] = {}
+        self.serves: frozenset[Path] | None = None  # the spec files of its kernel, once bound
 
-    def run(self, job: CaseJob | PairJob) -> Reply:
+    def run(self, job: CaseJob | PairJob | Prepare) -> Reply:
         if isinstance(job, PairJob):
             return self._pair(job)
+        if isinstance(job, Prepare):
+            self._bind(job.jobs[0].spec_file if job.jobs else None)
+            upcoming = self._upcoming(job.jobs)
+            self.runtime.prepare_ahead(upcoming)
+            if upcoming and upcoming[0].kernel.spec.vendor:  # its import, before its turn
+                for module in upcoming[0].kernel.spec.vendor.preload:
+                    self.runtime.beside(_import_quietly, module)
+            return Reply(len(job.jobs))
+        self._bind(job.spec_file)
+        kernel, case = self._case_of(job)
+        cell, healthy = self.runtime.run_case(
+            kernel,
+            case,
+            job.target,
+            job.binary,
+            job.provenance,
+            upcoming=self._upcoming(job.upcoming),
+        )
+        return Reply(cell.to_json(), replace_me=not healthy)
+
+    def _bind(self, *spec_files: Path | None) -> None:
+        """Serve the kernel of `spec_files` (a PairJob's two, one otherwise) from now on;
+        OtherKernel if this worker serves another."""
+        files = frozenset(f for f in spec_files if f is not None)
+        if self.serves is None:
+            self.serves = files
+        elif not files <= self.serves:
+            raise OtherKernel(f"this worker serves {sorted(map(str, self.serves))}, not {files}")
+
+    def _upcoming(self, jobs: tuple[CaseJob, ...]) -> tuple[Any, ...]:
         from harness.run.case import Upcoming
 
-        kernel, case = self._case_of(job)
         upcoming = []
-        for later in job.upcoming:
+        for later in jobs:
+            if self.serves is None or later.spec_file not in self.serves:
+                continue  # another kernel's: its own worker prepares it
             try:
                 later_kernel, later_case = self._case_of(later)
             except SpecError:  # its own job reports that; nothing to start early
                 continue
-            upcoming.append(Upcoming(later_kernel, later_case, job.target, later.binary))
-        cell, healthy = self.runtime.run_case(
-            kernel, case, job.target, job.binary, job.provenance, upcoming=tuple(upcoming)
-        )
-        return Reply(cell, replace_me=not healthy)
+            upcoming.append(Upcoming(later_kernel, later_case, later.target, later.binary))
+        return tuple(upcoming)
 
     def _pair(self, job: PairJob) -> Reply:
         from harness.run.paired import PairTiming, Side, time_pair
 
+        self._bind(job.base_spec, job.head_spec)
         sides = []
         for name, spec_file, binary in (
             ("base", job.base_spec, job.base_binary),
@@ -87,26 +141,36 @@ class _Worker:
                 module = self.runtime.module(binary, job.target)
             except Exception as error:  # a spec or binary the parent could use, changed since
                 why = f"the {name} could not be loaded: {type(error).__name__}: {error}"
-                return Reply(PairTiming(why=why))
+                return Reply(asdict(PairTiming(why=why)))
             sides.append(Side(kernel, case, module))
         timing, healthy = time_pair(self.runtime, sides[0], sides[1], job.settings)
-        return Reply(timing, replace_me=not healthy)
+        return Reply(asdict(timing), replace_me=not healthy)
 
-    def _case_of(self, job: CaseJob) -> tuple[Kernel, Case]:
-        """SpecError if the spec no longer loads: the parent loaded it fine; it changed since."""
+    def _case_of(self, job: CaseJob) -> tuple[LoadedKernel, Case]:
+        """SpecError if the spec no longer loads: the parent read it fine; it changed since."""
         return self._kernel_case(job.spec_file, job.case_name)
 
-    def _kernel_case(self, spec_file: Path, case_name: str) -> tuple[Kernel, Case]:
+    def _kernel_case(self, spec_file: Path, case_name: str) -> tuple[LoadedKernel, Case]:
         if spec_file not in self.kernels:
             self.kernels[spec_file] = load_kernel(KernelFolder.of(spec_file))
         kernel = self.kernels[spec_file]
-        (case,) = [c for c in kernel.spec.cases if c.name == case_name]
-        return kernel, case
+        named = [c for c in kernel.spec.cases if c.name == case_name]
+        if len(named) != 1:
+            raise SpecError(f"{spec_file}: no longer declares one case {case_name!r}")
+        return kernel, named[0]
+
+
+def _import_quietly(module: str) -> None:
+    """`module` imported ahead of its use; where it cannot be, its use says so."""
+    try:
+        importlib.import_module(module)
+    except Exception:  # ImportError and whatever a broken install raises: prepare()'s to report
+        return
 
 
 def start(setup: WorkerSetup) -> _Worker:
     return _Worker(setup)
 
 
-def serve(worker: _Worker, job: CaseJob | PairJob) -> Reply:
+def serve(worker: _Worker, job: CaseJob | PairJob | Prepare) -> Reply:
     return worker.run(job)

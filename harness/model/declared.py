@@ -1,0 +1,275 @@
+"""What a kernel's spec declares, as plain data, read in a process of the spec's own.
+
+The run's own process never imports a spec: a spec is Python, and in the process that forms the
+verdicts it could replace the code that forms them, for every kernel. Each spec is imported in a
+child forked for it alone, which sends back what the run needs of it (its source, requirement,
+SASS demands, case names and sizes) as JSON, never as a pickle, and exits at once. Its name comes
+from the spec file it was started for, so a spec that exits, hangs, or leaves a thread running at
+import is named, and never another in its place. What a spec prints goes nowhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from harness.model.result import SpecError
+from harness.processes import describe_exit
+from harness.spec import KernelSpec, Math, RequireArch, Requirement, RequireSm, Work
+
+# What a spec's child may send: a spec's cases at ~100 bytes each, 500k of them.
+MAX_MESSAGE_BYTES = 64 << 20
+# Modules every spec imports, loaded once into the process the children are forked from.
+PRELOAD = ["numpy", "harness.model.discovery", "harness.vendor"]
+
+
+@dataclass(frozen=True)
+class DeclaredCase:
+    """A case by name, and its size where work() says it without a device (else None)."""
+
+    name: str
+    work: Work | None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What the stages before the GPU need of a spec, and nothing that runs its code."""
+
+    source: str
+    requires: Requirement | None
+    sass_must_contain: tuple[str, ...]
+    cases: tuple[DeclaredCase, ...]
+    vendor: str | None  # the vendor library's name, as the report shows it
+
+    @classmethod
+    def of(cls, spec: KernelSpec) -> Declared:
+        return cls(
+            source=spec.source,
+            requires=spec.requires,
+            sass_must_contain=tuple(spec.sass_must_contain),
+            cases=tuple(DeclaredCase(case.name, _work_or_none(spec, case)) for case in spec.cases),
+            vendor=spec.vendor.library if spec.vendor else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        requires: dict[str, Any] | None = None
+        if isinstance(self.requires, RequireSm):
+            requires = {"sm": [self.requires.major, self.requires.minor]}
+        elif isinstance(self.requires, RequireArch):
+            requires = {"arch": self.requires.arch}
+        return {
+            "source": self.source,
+            "requires": requires,
+            "sass_must_contain": list(self.sass_must_contain),
+            "cases": [
+                {
+                    "name": case.name,
+                    "work": None
+                    if case.work is None
+                    else [case.work.bytes, case.work.flops, case.work.math.value],
+                }
+                for case in self.cases
+            ],
+            "vendor": self.vendor,
+        }
+
+    @classmethod
+    def from_json(cls, record: Any) -> Declared:
+        """ValueError where `record` is not what to_json makes: it comes from a spec's process."""
+        try:
+            requires: Requirement | None = None
+            if record["requires"] is not None and "sm" in record["requires"]:
+                major, minor = record["requires"]["sm"]
+                requires = RequireSm(_int(major), _int(minor))
+            elif record["requires"] is not None:
+                requires = RequireArch(_str(record["requires"]["arch"]))
+            cases = []
+            for case in _list(record["cases"]):
+                work = None
+                if case["work"] is not None:
+                    size, flops, units = case["work"]
+                    work = Work(_count(size), _count(flops), Math(units))
+                cases.append(DeclaredCase(_str(case["name"]), work))
+            vendor = record["vendor"]
+            return cls(
+                source=_str(record["source"]),
+                requires=requires,
+                sass_must_contain=tuple(_str(op) for op in _list(record["sass_must_contain"])),
+                cases=tuple(cases),
+                vendor=None if vendor is None else _str(vendor),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
+
+
+def _work_or_none(spec: KernelSpec, case: Any) -> Work | None:
+    """work() where it answers with finite counts, 0 or more, before any device is known."""
+    try:
+        work = spec.work(case)
+    except Exception:  # a param only setup() derives: the case's own cell says what it raised
+        return None
+    if not isinstance(work, Work) or not isinstance(work.math, Math):
+        return None
+    counts = (work.bytes, work.flops)
+    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in counts):
+        return None
+    if not all(math.isfinite(c) and c >= 0 for c in counts):
+        return None
+    return work
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a count, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected a count, 0 or more, got {value!r}")
+    return int(value)
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def read_all(spec_files: list[Path], timeout_s: float) -> dict[Path, Declared | SpecError]:
+    """Each spec's declaration, read in a child of its own; SpecError naming the spec file
+    where it cannot be used, the import's own failures included (it raised, exited, hung past
+    `timeout_s`, or left a thread running)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    parallel = max(1, os.cpu_count() or 1)
+    pending = list(spec_files)
+    running: list[_Child] = []
+    found: dict[Path, Declared | SpecError] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                running.append(_Child.start(context, pending.pop(0), timeout_s))
+            soonest = min(child.deadline for child in running)
+            ready = wait(
+                [child.conn for child in running] + [child.process.sentinel for child in running],
+                timeout=max(soonest - time.monotonic(), 0.0),
+            )
+            for child in list(running):
+                result = child.result(ready)
+                if result is not None:
+                    found[child.spec_file] = result
+                    running.remove(child)
+    finally:
+        for child in running:
+            child.kill()
+    return found
+
+
+@dataclass
+class _Child:
+    spec_file: Path
+    process: Any  # multiprocessing's ForkServerProcess
+    conn: Connection
+    deadline: float
+    timeout_s: float
+
+    @classmethod
+    def start(cls, context: Any, spec_file: Path, timeout_s: float) -> _Child:
+        parent, child = context.Pipe(duplex=False)
+        process = context.Process(target=_declare, args=(spec_file, child), daemon=True)
+        process.start()
+        child.close()
+        return cls(spec_file, process, parent, time.monotonic() + timeout_s, timeout_s)
+
+    def result(self, ready: list[Any]) -> Declared | SpecError | None:
+        """What the child said, or why it said nothing; None while it may still say it."""
+        broken = f"{self.spec_file}: "
+        if self.conn in ready:
+            try:
+                message = json.loads(self.conn.recv_bytes(MAX_MESSAGE_BYTES))
+            except (EOFError, OSError, ValueError):
+                message = None  # it ended without a word, or sent what no child of ours sends
+            self.kill()
+            if message is None:
+                return SpecError(broken + f"importing it ended the process ({self._ended()})")
+            return _answer(self.spec_file, message)
+        if self.process.sentinel in ready:
+            self.kill()
+            return SpecError(broken + f"importing it ended the process ({self._ended()})")
+        if time.monotonic() >= self.deadline:
+            self.kill()
+            return SpecError(broken + f"importing it did not finish within {self.timeout_s:g} s")
+        return None
+
+    def _ended(self) -> str:
+        self.process.join(timeout=5)
+        return describe_exit(self.process.exitcode)
+
+    def kill(self) -> None:
+        """The child and whatever it started (it leads a process group of its own)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+def _answer(spec_file: Path, message: Any) -> Declared | SpecError:
+    if not isinstance(message, dict):
+        return SpecError(f"{spec_file}: its process sent {type(message).__name__}, not a reply")
+    if isinstance(message.get("error"), str):
+        return SpecError(message["error"])
+    threads = message.get("threads")
+    if threads:
+        return SpecError(
+            f"{spec_file}: importing it left threads running ({', '.join(map(str, threads))}): "
+            "a spec may not start work that outlives its import in the harness's processes"
+        )
+    try:
+        return Declared.from_json(message.get("declared"))
+    except ValueError as error:
+        return SpecError(f"{spec_file}: its process sent {error}")
+
+
+def _declare(spec_file: Path, conn: Connection) -> None:
+    """In the spec's child: import it, send its declaration (or its error), exit at once."""
+    from harness.model.discovery import KernelFolder, load_kernel
+
+    os.setsid()  # its group is ours to kill, with whatever the spec starts
+    with open(os.devnull, "w") as nowhere:
+        os.dup2(nowhere.fileno(), 1)
+        os.dup2(nowhere.fileno(), 2)
+    before = set(threading.enumerate())
+    message: dict[str, Any]
+    try:
+        kernel = load_kernel(KernelFolder.of(spec_file))
+        message = {"declared": kernel.declared.to_json()}
+    except SpecError as error:
+        message = {"error": str(error)}
+    except Exception as error:  # a SPEC the checks let through, yet unreadable: the spec's
+        message = {"error": f"{spec_file}: cannot be read: {type(error).__name__}: {error}"}
+    left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+    if left:
+        message["threads"] = left
+    conn.send_bytes(json.dumps(message).encode())
+    os._exit(0)  # now: no thread a spec left running may hold the process
