@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
@@ -123,12 +124,16 @@ class _Gpu:
     workers: Workers
     first: WorkerPool
 
-    def pool(self) -> WorkerPool:
-        return WorkerPool(self.workers.start, self.workers.serve, self.setup)
+    def pool(self, kernel: Kernel) -> WorkerPool:
+        """A worker for `kernel` (not started yet), which imports what its vendor needs."""
+        setup = dataclasses.replace(self.setup, preload=kernel.declared.preload)
+        return WorkerPool(self.workers.start, self.workers.serve, setup)
 
 
-# Workers of one GPU holding cases prepared ahead at once: the one running, and the next.
-WORKERS_AHEAD = 2
+# Workers of one GPU holding cases prepared ahead at once: the one running, and the next two.
+# A worker's start (its imports and CUDA context, ~1 s of a core) outlasts most kernels' turns
+# (0.1-1 s on an H200), so the next two start at once, one kernel apart.
+WORKERS_AHEAD = 3
 
 
 def _started_workers(
@@ -242,11 +247,14 @@ def _run_jobs(
     def drive(device: DeviceInfo, groups: list[list[_Job]]) -> None:
         gpu = gpus[device.ordinal]
         with contextlib.ExitStack() as up:
-            pools = [gpu.first] + [up.enter_context(gpu.pool()) for _ in groups[1:]]
-            pools[0].post(_prepare(groups[0], target, where))
+            pools = [gpu.first]
+            pools += [up.enter_context(gpu.pool(group[0].kernel)) for group in groups[1:]]
+            prepared = 0  # the kernels whose workers were told their first cases
             for index, group in enumerate(groups):
-                if index + 1 < len(groups):  # the next kernel's worker: up, and preparing
-                    pools[index + 1].post(_prepare(groups[index + 1], target, where))
+                # this kernel's worker, and the next ones': up, and preparing their first cases
+                for ahead in range(prepared, min(index + WORKERS_AHEAD, len(groups))):
+                    pools[ahead].post(_prepare(groups[ahead], target, where))
+                    prepared = ahead + 1
                 for at, job in enumerate(group):
                     after = group[at + 1 : at + 1 + AHEAD_CASES]
                     upcoming = tuple(_case_job(later, target, where) for later in after)

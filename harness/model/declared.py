@@ -50,6 +50,7 @@ class Declared:
     sass_must_contain: tuple[str, ...]
     cases: tuple[DeclaredCase, ...]
     vendor: str | None  # the vendor library's name, as the report shows it
+    preload: tuple[str, ...] = ()  # what the vendor imports: its worker imports it at start
 
     @classmethod
     def of(cls, spec: KernelSpec) -> Declared:
@@ -59,6 +60,7 @@ class Declared:
             sass_must_contain=tuple(spec.sass_must_contain),
             cases=tuple(DeclaredCase(case.name, _work_or_none(spec, case)) for case in spec.cases),
             vendor=spec.vendor.library if spec.vendor else None,
+            preload=tuple(spec.vendor.preload) if spec.vendor else (),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -81,6 +83,7 @@ class Declared:
                 for case in self.cases
             ],
             "vendor": self.vendor,
+            "preload": list(self.preload),
         }
 
     @classmethod
@@ -107,6 +110,7 @@ class Declared:
                 sass_must_contain=tuple(_str(op) for op in _list(record["sass_must_contain"])),
                 cases=tuple(cases),
                 vendor=None if vendor is None else _str(vendor),
+                preload=tuple(_module_name(m) for m in _list(record["preload"])),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
@@ -140,6 +144,14 @@ def _count(value: Any) -> int:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"expected a count, 0 or more, got {value!r}")
     return int(value)
+
+
+def _module_name(value: Any) -> str:
+    """A dotted module name: what a worker may import by it, and nothing else."""
+    name = _str(value)
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise ValueError(f"{name!r} is not a module name")
+    return name
 
 
 def _list(value: Any) -> list[Any]:

@@ -151,10 +151,12 @@ class GpuRuntime:
         self.info = info
         self.timer = timer
         self._quiet = quiet or QuietLock()  # held while timing
-        with self._quiet:  # a context and a warm-up kernel: not while another worker times
-            self.device = Device(info.ordinal)
-            self.device.set_current()
-            self.stream = self.device.create_stream()
+        # The context and stream launch nothing; what allocates or launches waits for the GPU's
+        # other workers to finish timing.
+        self.device = Device(info.ordinal)
+        self.device.set_current()
+        self.stream = self.device.create_stream()
+        with self._quiet:
             # A memset over twice the L2 before each sample evicts what the last run left there.
             self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
             self.gate = StreamGate()
@@ -187,6 +189,9 @@ class GpuRuntime:
         return self._quiet
 
     def module(self, binary: Path, target: Target) -> Module:
+        loaded = self._modules.get(binary)
+        if loaded is not None:  # no lock: the GPU's other workers would wait on it for nothing
+            return loaded
         with self._quiet:
             if binary not in self._modules:
                 self._modules[binary] = Module(binary, target, self.info)

@@ -13,6 +13,7 @@ checked by the run's process.
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ class WorkerSetup:
     host_threads: int | None = None  # cores for this worker's host work; None: all of them
     quiet_lock: Path | None = None  # the file lock the GPU's workers time under (quiet.py)
     ahead_bytes: int | None = None  # host memory for cases prepared ahead; None: its own share
+    preload: tuple[str, ...] = ()  # modules its kernel's vendor imports: imported at its start
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class _Worker:
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
         from harness.run.quiet import QuietLock
 
+        for module in setup.preload:  # beside the CUDA start-up: ready by the vendor's turn
+            threading.Thread(target=_import_quietly, args=(module,), daemon=True).start()
         quiet = QuietLock(setup.quiet_lock)
         self.runtime = GpuRuntime(
             setup.device, setup.timer, setup.host_threads, quiet, setup.ahead_bytes
@@ -88,9 +92,8 @@ class _Worker:
             self._bind(job.jobs[0].spec_file if job.jobs else None)
             upcoming = self._upcoming(job.jobs)
             self.runtime.prepare_ahead(upcoming)
-            if upcoming and upcoming[0].kernel.spec.vendor:  # its import, before its turn
-                for module in upcoming[0].kernel.spec.vendor.preload:
-                    self.runtime.beside(_import_quietly, module)
+            for module in upcoming[0].kernel.declared.preload if upcoming else ():
+                self.runtime.beside(_import_quietly, module)  # where its start did not
             return Reply(len(job.jobs))
         self._bind(job.spec_file)
         kernel, case = self._case_of(job)
