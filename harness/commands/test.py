@@ -130,10 +130,10 @@ class _Gpu:
         return WorkerPool(self.workers.start, self.workers.serve, setup)
 
 
-# Workers of one GPU holding cases prepared ahead at once: the one running, and the next two.
-# A worker's start (its imports and CUDA context, ~1 s of a core) outlasts most kernels' turns
-# (0.1-1 s on an H200), so the next two start at once, one kernel apart.
-WORKERS_AHEAD = 3
+# Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.
+# A worker's start (its imports and CUDA context, ~1.2 s on an H200 machine) and its first
+# cases' host work (up to ~1 s) outlast most kernels' turns there (0.4-1.4 s).
+WORKERS_AHEAD = 4
 
 
 def _started_workers(
@@ -249,6 +249,9 @@ def _run_jobs(
         with contextlib.ExitStack() as up:
             pools = [gpu.first]
             pools += [up.enter_context(gpu.pool(group[0].kernel)) for group in groups[1:]]
+            for group, pool in zip(groups, pools, strict=True):
+                if group[0].kernel.declared.preload:  # an import of seconds (torch): from now
+                    pool.start()
             prepared = 0  # the kernels whose workers were told their first cases
             for index, group in enumerate(groups):
                 # this kernel's worker, and the next ones': up, and preparing their first cases
