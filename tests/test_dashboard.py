@@ -29,7 +29,7 @@ from harness.model.result import (
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports
-from harness.report.verdict import judge
+from harness.report.verdict import BaseTiming, judge
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "docs" / "reports" / "h200"
@@ -295,7 +295,7 @@ def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
     baseline = dataclasses.replace(
         timed, timing=dataclasses.replace(timed.timing, median_us=10.0, samples_us=(10.0,) * 10)
     )
-    verdict = judge(timed, baseline, same=True)
+    verdict = judge(timed, BaseTiming.of(baseline.timing), same=True)
     page = render_dashboard(_set([timed]), {}, [verdict])
     blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
     (record,) = json.loads(blob.group(1))
@@ -311,7 +311,9 @@ def test_a_verdict_on_a_shared_gpu_and_a_case_s_a_b_reach_the_grid_and_the_detai
     baseline = dataclasses.replace(
         shared, timing=Timing(10.0, 10.0, 10.0, 0.0, (10.0,) * 10), ab=None
     )
-    page = render_dashboard(_set([shared]), {}, [judge(shared, baseline, same=False)])
+    page = render_dashboard(
+        _set([shared]), {}, [judge(shared, BaseTiming.of(baseline.timing), same=False)]
+    )
     assert '<span class="verdict gpu-shared">GPU shared 1.250</span>' in page
     blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
     assert "<b>" not in blob.group(1)  # escaped inside the script element

@@ -647,8 +647,38 @@ def test_a_history_of_the_schema_before_is_brought_up_to_date_with_nothing_lost(
     rows = history.db.execute("SELECT commit_id, device, driver, toolkit FROM runs").fetchall()
     (version,) = history.db.execute("PRAGMA user_version").fetchone()
     history.close()
-    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 3
+    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 4
     assert not list(tmp_path.glob("history.sqlite.unreadable-*"))  # not moved aside
+
+
+def test_cells_stored_before_their_samples_had_columns_are_judged_from_their_json(tmp_path):
+    """A history of schema 3 kept each cell's samples only inside its JSON: read from there,
+    the verdicts are those of the columns; an impossible time in the columns is left out, as
+    in the JSON."""
+    history = History(tmp_path / "history.sqlite")
+    history.record(load_reports(KEPT, TARGETS), "base")
+    current = load_reports([_slowed(tmp_path / "now", 1.10)], TARGETS)
+
+    def verdicts():
+        found = history.compare(current, "base").verdicts
+        return sorted((v.cell.classname, v.cell.name, v.judgement, v.low, v.high) for v in found)
+
+    from_columns = verdicts()
+    with history.db:
+        history.db.execute("UPDATE cells SET samples_us = NULL, shared_gpu = NULL")
+    assert verdicts() == from_columns and len(from_columns) > 100
+    for samples in ("'[0.0, 1.0]'", "'[\"1.0\"]'", "'{}'", "'[1e999]'", "x'00'", "'7'"):
+        with history.db:
+            history.db.execute(
+                f"UPDATE cells SET samples_us = {samples}, median_us = 1.0 WHERE rowid = (SELECT "
+                "min(c.rowid) FROM cells c JOIN runs r ON c.run_id = r.id "
+                "WHERE c.median_us IS NOT NULL AND r.target = 'sm_90a')"
+            )
+        comparison = history.compare(current, "base")
+        assert len(comparison.verdicts) == len(from_columns) - 1, samples
+        impossible = "1 cell(s) of the baseline base have impossible times"
+        assert any(impossible in remark for remark in comparison.remarks), samples
+    history.close()
 
 
 def test_a_later_minor_schema_is_read_with_its_new_fields_ignored(tmp_path):

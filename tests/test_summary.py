@@ -24,7 +24,7 @@ from harness.model.result import (
 )
 from harness.report.merge import ReportSet, load_reports
 from harness.report.summary import headline, natural_key, render_summary
-from harness.report.verdict import judge
+from harness.report.verdict import BaseTiming, judge
 from tests.conftest import ROOT
 
 H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -230,7 +230,7 @@ def test_a_verdict_on_a_shared_gpu_is_counted_and_shown_as_such():
     timing = Timing(20.0, 19.9, 20.1, 0.1, (19.9, 20.0, 20.1), shared_gpu="pid 7 on GPU 0")
     now = _cell("n1", timing=timing)
     base = _cell("n1", timing=dataclasses.replace(timing, median_us=10.0, shared_gpu=None))
-    verdict = judge(now, base, same=False)
+    verdict = judge(now, BaseTiming.of(base.timing), same=False)
     report_set = _set([now])
     (_, judged) = headline(report_set, [verdict])
     assert judged == "against the baseline: 0 SAME, 0 FASTER, 0 SLOWER, 0 AMBIGUOUS, 1 GPU shared"
@@ -244,7 +244,9 @@ def test_a_slower_line_s_unconfirmed_why_is_escaped():
     not_run = ABComparison(BASE, ABJudgement.NOT_RUN, why="nvcc | <i>died</i>")
     now = _cell("n1", timing=timing, ab=not_run)
     base = _cell("n1", timing=dataclasses.replace(timing, median_us=10.0, samples_us=(10.0,) * 3))
-    summary = render_summary(_set([now]), [judge(now, base, same=False)], targets=TARGETS)
+    summary = render_summary(
+        _set([now]), [judge(now, BaseTiming.of(base.timing), same=False)], targets=TARGETS
+    )
     slower = summary.split("## Slower than the baseline\n\n")[1]
     line = slower.splitlines()[0]
     assert line.endswith(

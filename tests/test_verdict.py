@@ -21,6 +21,7 @@ from harness.model.result import (
 )
 from harness.report.merge import load_reports
 from harness.report.verdict import (
+    BaseTiming,
     Judgement,
     judge,
     median_interval,
@@ -73,27 +74,27 @@ def test_the_threshold_is_relative_with_an_absolute_floor():
 )
 def test_the_judgement_needs_the_whole_interval_past_the_threshold(shift, spread, judgement):
     base, now = _around(100.0, spread), _around(100.0 * shift, spread, seed=8)
-    verdict = judge(_timed(now), _timed(base), same=False)
+    verdict = judge(_timed(now), BaseTiming.of(_timed(base).timing), same=False)
     assert verdict.judgement is judgement, verdict
     assert verdict.low <= verdict.ratio <= verdict.high
 
 
 def test_a_launch_bound_case_moving_by_less_than_the_floor_is_not_slower():
     """5.25 -> 6.05 us (15 %): what an unchanged launch-bound case did between two machines."""
-    verdict = judge(_timed(_around(6.05)), _timed(_around(5.25)), same=True)
+    verdict = judge(_timed(_around(6.05)), BaseTiming.of(_timed(_around(5.25)).timing), same=True)
     assert verdict.low > 1.14  # beyond any relative threshold on its own
     assert verdict.judgement is Judgement.SAME, verdict
 
 
 def test_a_launch_bound_case_twice_as_slow_is_slower():
-    verdict = judge(_timed(_around(10.0)), _timed(_around(5.0)), same=False)
+    verdict = judge(_timed(_around(10.0)), BaseTiming.of(_timed(_around(5.0)).timing), same=False)
     assert verdict.judgement is Judgement.SLOWER and verdict.ratio == pytest.approx(2.0, rel=0.01)
 
 
 def test_a_slower_cell_of_the_same_code_is_the_environment():
     base = _timed([100.0, 100.1, 99.9, 100.0, 100.05, 99.95, 100.0, 100.1, 99.9, 100.0])
     now = _timed([v * 1.10 for v in base.timing.samples_us])
-    verdict = judge(now, base, same=True)
+    verdict = judge(now, BaseTiming.of(base.timing), same=True)
     assert verdict.judgement is Judgement.SLOWER
     assert unconfirmed(verdict) is None  # the same code: nothing for an A/B to confirm
 
@@ -110,7 +111,7 @@ def test_a_cell_timed_on_a_shared_gpu_is_judged_gpu_shared_never_slower(
 ):
     base = _timed(_around(100.0), shared_gpu=base_shared)
     now = _timed(_around(200.0), shared_gpu=now_shared)  # twice as slow: still not SLOWER
-    verdict = judge(now, base, same=False)
+    verdict = judge(now, BaseTiming.of(base.timing), same=False)
     assert verdict.judgement is Judgement.GPU_SHARED and verdict.judgement.value == "GPU shared"
     assert verdict.shared_gpu == said
     assert unconfirmed(verdict) is None
@@ -119,7 +120,7 @@ def test_a_cell_timed_on_a_shared_gpu_is_judged_gpu_shared_never_slower(
 def _slower_of_changed_code(ab: ABComparison | None):
     base = _timed(_around(100.0))
     now = dataclasses.replace(_timed(_around(120.0)), ab=ab)
-    verdict = judge(now, base, same=False)
+    verdict = judge(now, BaseTiming.of(base.timing), same=False)
     assert verdict.judgement is Judgement.SLOWER
     return verdict
 
@@ -155,7 +156,7 @@ def test_no_two_h200s_judge_unchanged_code_slower_or_faster(target, one, other):
         (key, verdict.judgement, round(verdict.ratio, 3))
         for key in timed
         for now, base in ((cells[0], cells[1]), (cells[1], cells[0]))
-        if (verdict := judge(now[key], base[key], same=True)).judgement
+        if (verdict := judge(now[key], BaseTiming.of(base[key].timing), same=True)).judgement
         in (Judgement.SLOWER, Judgement.FASTER)
     ]
     assert moved == []

@@ -1,13 +1,15 @@
 """Every report's cells, kept in SQLite by commit, target, runner and device; and each timed
 cell's verdict against the same cell of a baseline commit (harness.report.verdict).
 
-Each row keeps its cell in the result model's JSON form, with the median and noise beside it as
-numbers for the queries.
+Each row keeps its cell in the result model's JSON form, with what the queries and the verdicts
+read beside it as columns (the median and noise as numbers, the samples and a shared GPU's why),
+so that judging a million cells parses no cell's JSON.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import stat
@@ -17,11 +19,12 @@ from pathlib import Path
 
 from harness.model.result import Cell, CellKind, CompileFacts, Provenance, Report, column_of
 from harness.report.merge import ReportSet
-from harness.report.verdict import Verdict, judge, same_code
+from harness.report.verdict import BaseTiming, Verdict, judge, same_code
 
 # PRAGMA user_version: 1 kept each cell's properties as strings; 3 adds each run's driver and
-# toolkit, which a history of 2 gets as unknown (NULL)
-SCHEMA_VERSION = 3
+# toolkit, which a history of 2 gets as unknown (NULL); 4 adds each timed cell's samples and
+# shared GPU as columns, which the cells of an older history get as NULL (read from their JSON)
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -42,6 +45,8 @@ CREATE TABLE IF NOT EXISTS cells (
     median_us REAL,
     noise_pct REAL,
     cell TEXT NOT NULL,
+    samples_us TEXT,
+    shared_gpu TEXT,
     PRIMARY KEY (run_id, classname, name)
 );
 """
@@ -155,7 +160,7 @@ class History:
         problem = ""
         if health != "ok":  # a damaged page: what it returns cannot be trusted
             problem = f"{path}: a damaged history (quick_check: {health})"
-        elif tables and version not in (2, SCHEMA_VERSION):
+        elif tables and version not in (2, 3, SCHEMA_VERSION):
             problem = f"{path}: a history of schema {version}, not {SCHEMA_VERSION}"
         if problem:
             self.db.close()
@@ -166,6 +171,10 @@ class History:
                 with self.db:
                     self.db.execute("ALTER TABLE runs ADD COLUMN driver TEXT")
                     self.db.execute("ALTER TABLE runs ADD COLUMN toolkit TEXT")
+            if tables and version in (2, 3):  # its cells' samples stay in their JSON
+                with self.db:
+                    self.db.execute("ALTER TABLE cells ADD COLUMN samples_us TEXT")
+                    self.db.execute("ALTER TABLE cells ADD COLUMN shared_gpu TEXT")
             self.db.executescript(SCHEMA)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as error:  # read-only, or locked by another writer
@@ -198,7 +207,8 @@ class History:
                     ),
                 ).lastrowid
                 self.db.executemany(
-                    "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO cells (run_id, classname, name, outcome, median_us, noise_pct, "
+                    "cell, samples_us, shared_gpu) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             run_id,
@@ -208,6 +218,8 @@ class History:
                             c.median_us,
                             c.timing.noise_pct if c.timing else None,
                             json.dumps(c.to_json()),
+                            json.dumps(c.timing.samples_us) if c.timing else None,
+                            c.timing.shared_gpu if c.timing else None,
                         )
                         for c in cells
                     ],
@@ -261,20 +273,31 @@ class History:
         return comparison
 
     def _stored(self, runs: list[_Run], baseline: str) -> _Stored:
-        """The cells of `runs` (a later run's where two have one), and how many of them could
-        not be read back for an impossible time."""
+        """The timed cells and builds of `runs` (a later run's where two have one), and how many
+        timed cells could not be read back for an impossible time."""
         stored = _Stored({}, {}, 0)
+        compile_cell = CellKind.COMPILE.value + "["
         for run in runs:
             where = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
-            for (record,) in self.db.execute("SELECT cell FROM cells WHERE run_id = ?", (run.id,)):
+            rows = self.db.execute(
+                "SELECT classname, name, median_us, samples_us, shared_gpu, "
+                "CASE WHEN samples_us IS NULL THEN cell END FROM cells WHERE run_id = ? "
+                "AND (median_us IS NOT NULL OR name LIKE 'compile[%')",
+                (run.id,),
+            )
+            for classname, name, median, samples, shared, record in rows:
                 try:
+                    if samples is not None:  # a timed cell, its timing in columns
+                        stored.timings[(classname, name)] = _timing_of(median, samples, shared)
+                        continue
                     cell = Cell.from_json(json.loads(record), run.target, where)
                 except ValueError:  # an impossible time stored before they were refused
                     stored.impossible += 1
                     continue
-                stored.cells[(cell.classname, cell.name)] = cell
-                if cell.kind is CellKind.COMPILE:
-                    stored.builds[cell.classname] = cell.compile
+                if cell.timing is not None:
+                    stored.timings[(classname, name)] = BaseTiming.of(cell.timing)
+                if name.startswith(compile_cell):
+                    stored.builds[classname] = cell.compile
         return stored
 
     def trends(self) -> Trends:
@@ -297,9 +320,29 @@ class History:
 class _Stored:
     """A baseline's cells as read back for judging."""
 
-    cells: dict[tuple[str, str], Cell]
+    timings: dict[tuple[str, str], BaseTiming]  # by (classname, name)
     builds: dict[str, CompileFacts | None]  # the baseline's compile cells' facts
     impossible: int  # cells left out for an impossible time
+
+
+def _timing_of(median: float, samples: str, shared: str | None) -> BaseTiming:
+    """A timed cell's baseline timing from its columns; ValueError where a time in them is not
+    one a GPU can take (not a number, NaN, infinite, zero or negative)."""
+    times: tuple = (median,)
+    try:
+        listed = json.loads(samples)
+        times = (median, *listed)
+        possible = (
+            isinstance(listed, list)
+            and len(times) > 1
+            and math.isfinite(math.fsum(times))  # in C: a million rows
+            and min(times) > 0
+        )
+    except TypeError:  # not a list of numbers
+        possible = False
+    if not possible:
+        raise ValueError(f"an impossible time among {times[:3]}")
+    return BaseTiming(float(median), tuple(map(float, times[1:])), shared)
 
 
 def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Comparison) -> None:
@@ -310,8 +353,8 @@ def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Com
         )
     built_now = {c.classname: c.compile for c in report.cells if c.kind is CellKind.COMPILE}
     for cell in report.cells:
-        base = stored.cells.get((cell.classname, cell.name))
-        if cell.timing is None or base is None or base.timing is None:
+        base = stored.timings.get((cell.classname, cell.name))
+        if cell.timing is None or base is None:
             continue
         same = same_code(built_now.get(cell.classname), stored.builds.get(cell.classname))
         comparison.verdicts.append(judge(cell, base, same))

@@ -15,13 +15,13 @@ unconfirmed (`unconfirmed`).
 from __future__ import annotations
 
 import enum
+import functools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from harness.model.result import Cell, CompileFacts
+from harness.model.result import Cell, CompileFacts, Timing
 
 # What an unchanged binary moves from one H200 to another, measured on the kept reports of six
 # machines (docs/reports/h200's top level, GPU-e114c679's, and fleet/GPU-0409ee10, GPU-44755d34,
@@ -73,22 +73,27 @@ def threshold_pct(median_us: float) -> float:
     return max(RELATIVE_PCT, 100.0 * FLOOR_US / median_us)
 
 
-def median_interval(samples: np.ndarray) -> tuple[float, float]:
+def median_interval(samples: Sequence[float]) -> tuple[float, float]:
     """A distribution-free interval for a run's median, by the order statistics whose ranks the
     binomial(n, 1/2) count of samples below the median reaches with CONFIDENCE. It assumes
     nothing of the timing's distribution (skewed, with outliers); with 5 samples or fewer no
     such ranks exist and it is the samples' whole range."""
-    ordered = np.sort(samples)
-    n = ordered.size
+    ordered = sorted(samples)
+    cut = _order_cut(len(ordered))
+    return float(ordered[cut]), float(ordered[len(ordered) - 1 - cut])
+
+
+@functools.lru_cache(maxsize=1024)
+def _order_cut(n: int) -> int:
+    """How many order statistics median_interval leaves out at each end of n samples."""
     tail, below = 0.0, 0  # P(count <= below - 1), and how many order statistics it excludes
     while below < n // 2 and tail + math.comb(n, below) / 2**n <= (1.0 - CONFIDENCE) / 2.0:
         tail += math.comb(n, below) / 2**n
         below += 1
-    cut = max(below - 1, 0)
-    return float(ordered[cut]), float(ordered[n - 1 - cut])
+    return max(below - 1, 0)
 
 
-def ratio_interval(current: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+def ratio_interval(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, float]:
     """An interval of median(current) / median(baseline) from the two medians' intervals."""
     now_low, now_high = median_interval(current)
     base_low, base_high = median_interval(baseline)
@@ -107,18 +112,32 @@ def same_code(now: CompileFacts | None, base: CompileFacts | None) -> bool | Non
     return None
 
 
-def judge(cell: Cell, baseline: Cell, same: bool | None = None) -> Verdict:
-    """`cell` against the same cell of the baseline run; both must be timed."""
-    timed, base_timed = cell.timing, baseline.timing
-    if timed is None or base_timed is None:
-        raise ValueError(f"{cell.classname} {cell.name}: only two timed cells can be judged")
-    now, base = np.asarray(timed.samples_us), np.asarray(base_timed.samples_us)
-    ratio = timed.median_us / base_timed.median_us
-    low, high = ratio_interval(now, base) if now.size and base.size else (ratio, ratio)
-    threshold = threshold_pct(min(timed.median_us, base_timed.median_us))
-    shared = _shared_gpu(timed.shared_gpu, base_timed.shared_gpu)
+@dataclass(frozen=True)
+class BaseTiming:
+    """What judging needs of the baseline's timing of a cell: its median and samples, and
+    whether they were taken on a shared GPU (a history keeps these apart from the cell)."""
+
+    median_us: float
+    samples_us: tuple[float, ...]
+    shared_gpu: str | None = None
+
+    @classmethod
+    def of(cls, timing: Timing) -> BaseTiming:
+        return cls(timing.median_us, timing.samples_us, timing.shared_gpu)
+
+
+def judge(cell: Cell, baseline: BaseTiming, same: bool | None = None) -> Verdict:
+    """`cell`, which must be timed, against the same cell's timing in the baseline run."""
+    timed = cell.timing
+    if timed is None:
+        raise ValueError(f"{cell.classname} {cell.name}: only a timed cell can be judged")
+    now, base = timed.samples_us, baseline.samples_us
+    ratio = timed.median_us / baseline.median_us
+    low, high = ratio_interval(now, base) if now and base else (ratio, ratio)
+    threshold = threshold_pct(min(timed.median_us, baseline.median_us))
+    shared = _shared_gpu(timed.shared_gpu, baseline.shared_gpu)
     judgement = Judgement.GPU_SHARED if shared else _classify(low, high, threshold)
-    return Verdict(cell, base_timed.median_us, ratio, low, high, threshold, judgement, same, shared)
+    return Verdict(cell, baseline.median_us, ratio, low, high, threshold, judgement, same, shared)
 
 
 def _shared_gpu(now: str | None, base: str | None) -> str | None:
@@ -153,10 +172,10 @@ def judge_paired(
 ) -> tuple[float, float, float, Judgement]:
     """From the head/base ratio of each A/B round: the median ratio, its distribution-free
     interval, and the judgement against `threshold` (%), by the rule `judge` follows."""
-    values = np.asarray(ratios, dtype=float)
-    if values.size == 0:
+    values = [float(r) for r in ratios]
+    if not values:
         raise ValueError("no A/B rounds to judge")
-    ratio = float(np.median(values))
+    ratio = statistics.median(values)
     low, high = median_interval(values)
     return ratio, low, high, _classify(low, high, threshold)
 
