@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -28,7 +30,7 @@ from harness.model.result import (
     Throughput,
     Timing,
 )
-from harness.report import junit, store
+from harness.report import junit, merge, store
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from tests.conftest import ROOT
 
@@ -349,3 +351,44 @@ def test_a_character_xml_cannot_hold_is_escaped_wherever_a_kernel_or_spec_put_it
     read = read_report(files.xml)  # the JSON keeps the text as it was, and agrees with the XML
     assert read.cells[0].case == f"case{control}"
     assert len(read.cells) == 5
+
+
+def _without_timestamps(text: str) -> str:
+    return re.sub(r' timestamp="[^"]*"', "", text)
+
+
+def test_a_json_that_names_its_xml_s_bytes_is_trusted_without_parsing_them(tmp_path, monkeypatch):
+    """The JSON names the SHA-256 of the XML written beside it: a reader finding those bytes
+    does not parse them, and merged.xml copies their suite; bytes changed since are parsed and
+    checked as before, and their suite is rendered anew."""
+    first, second = (
+        store.report_files(tmp_path / "a", "junit-sm_90a"),
+        store.report_files(tmp_path / "b", "junit-sm_80"),
+    )
+    store.write(first, _report(_cells()))
+    store.write(second, Report("cuda-matrix.sm_80.test", "sm_80", WHERE, []))
+    digest = json.loads(first.json.read_text())[store.XML_DIGEST]
+    assert digest == hashlib.sha256(first.xml.read_bytes()).hexdigest()
+
+    parsed = []
+    real = merge._xml_outcomes
+    monkeypatch.setattr(merge, "_xml_outcomes", lambda path: parsed.append(path) or real(path))
+    report_set = load_reports([first.xml, second.xml], ["sm_90a", "sm_80"])
+    assert parsed == [] and report_set.written[0] == (first.xml, digest)
+    copied = tmp_path / "copied.xml"
+    write_merged_xml(report_set, copied)
+    rendered = _without_timestamps(junit.render(report_set.reports, name="cuda-matrix"))
+    assert _without_timestamps(copied.read_text()) == rendered
+
+    # an XML edited after the JSON named it: parsed, and a disagreement found
+    first.xml.write_text(first.xml.read_text().replace("<skipped", "<failure", 1))
+    changed = load_reports([first.xml], ["sm_90a"])
+    assert parsed == [first.xml] and changed.reports == []
+    assert "disagrees with junit-sm_90a.xml on 1 outcome(s)" in changed.problems[0]
+
+    # an XML changed between reading and merging: its suite is rendered, not copied
+    store.write(first, _report(_cells()))
+    report_set = load_reports([first.xml], ["sm_90a"])
+    first.xml.write_text(first.xml.read_text().replace("big[sm_90a]", "other[sm_90a]"))
+    write_merged_xml(report_set, copied)
+    assert "big[sm_90a]" in copied.read_text() and "other[sm_90a]" not in copied.read_text()

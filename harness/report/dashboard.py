@@ -57,11 +57,14 @@ def render_dashboard(
     trends: Trends,
     verdicts: Sequence[Verdict] = (),
     peaks: Mapping[str, DevicePeaks] | None = None,
+    inspected: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
-    """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines."""
+    """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines;
+    `inspected`: compiled_only's columns, where the caller has them already."""
     columns = _columns(report_set)
     cells, listed_note = _listed(report_set.cells, verdicts)
-    inspected = compiled_only(report_set.cells)
+    if inspected is None:
+        inspected = compiled_only(report_set.reports)
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_HERE),
         autoescape=True,

@@ -304,15 +304,19 @@ class History:
         """Every timed cell's medians over the stored runs, by the cell's column (Cell.column),
         classname and name."""
         trends: Trends = {}
-        rows = self.db.execute(
-            "SELECT r.target, r.runner, c.classname, c.name, r.commit_id, c.median_us "
-            "FROM cells c JOIN runs r ON c.run_id = r.id "
-            "WHERE c.median_us IS NOT NULL ORDER BY r.id"
-        )
-        for target, runner, classname, name, commit, median in rows:
-            trends.setdefault((column_of(target, runner), classname, name), []).append(
-                (commit[:10], median)
+        runs = {
+            run_id: (column_of(target, runner), commit[:10])
+            for run_id, target, runner, commit in self.db.execute(
+                "SELECT id, target, runner, commit_id FROM runs"
             )
+        }
+        rows = self.db.execute(
+            "SELECT run_id, classname, name, median_us FROM cells "
+            "WHERE median_us IS NOT NULL ORDER BY run_id"
+        )
+        for run_id, classname, name, median in rows:  # a run at a time: a column each
+            column, commit = runs[run_id]
+            trends.setdefault((column, classname, name), []).append((commit, median))
         return trends
 
 

@@ -7,10 +7,12 @@ already read (`time_median_us`, `registers`, ...). The report's files are harnes
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 from harness.model.result import ABComparison, Cell, Outcome, Report
 
@@ -20,9 +22,20 @@ def render(reports: Iterable[Report], name: str | None = None) -> str:
     return "".join(chunks(list(reports), name))
 
 
-def chunks(reports: Sequence[Report], name: str | None = None) -> Iterator[str]:
+# What render() writes around the one suite of a report's own file (no name, so no totals)
+SINGLE_HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n'
+SINGLE_TAIL = "</testsuites>"
+
+
+def chunks(
+    reports: Sequence[Report],
+    name: str | None = None,
+    written: Sequence[tuple[Path, str] | None] = (),
+) -> Iterator[str]:
     """The XML of render(), a suite at a time: what a file of a million cells is written from
-    without ever being whole in memory."""
+    without ever being whole in memory. `written[i]`, where given, is a file render() wrote of
+    `reports[i]` alone, with the SHA-256 its JSON names: while it still has those bytes, its
+    suite is copied from there, not rendered again."""
     head = {"name": name} if name else {}
     if name:  # the merged file: totals over its suites (the schema has no `skipped` here)
         counts = Counter(cell.outcome for report in reports for cell in report.cells)
@@ -35,9 +48,26 @@ def chunks(reports: Sequence[Report], name: str | None = None) -> Iterator[str]:
         yield f"<testsuites{_attributes(head)} />"
         return
     yield f"<testsuites{_attributes(head)}>\n"
-    for report in reports:
-        yield from _suite(report)
+    for index, report in enumerate(reports):
+        source = written[index] if index < len(written) else None
+        copied = _copied_suite(*source) if source else None
+        yield from _suite(report) if copied is None else (copied,)
     yield "</testsuites>"
+
+
+def _copied_suite(path: Path, digest: str) -> str | None:
+    """The suite of the file render() wrote of one report, if it still has the bytes of
+    `digest`; None if it changed since, or cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != digest:
+        return None
+    text = data.decode("utf-8")
+    if not (text.startswith(SINGLE_HEAD) and text.endswith(SINGLE_TAIL)):
+        return None
+    return text[len(SINGLE_HEAD) : len(text) - len(SINGLE_TAIL)]
 
 
 # What XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and return; lone

@@ -12,6 +12,7 @@ names differ only in spaces are one run read twice: the second is named and left
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,9 @@ from harness.report import junit, store
 class ReportSet:
     reports: list[Report] = field(default_factory=list)
     sources: list[Path] = field(default_factory=list)  # the XML file of each report
+    # each report's XML and the SHA-256 its JSON names, where the XML has those bytes: None
+    # where it was checked by parsing
+    written: list[tuple[Path, str] | None] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable input, named by file
     remarks: list[str] = field(default_factory=list)  # read, with something to say of it
     missing_targets: list[str] = field(default_factory=list)
@@ -66,7 +70,7 @@ def load_reports(
             continue
         seen_files.add(resolved)
         try:
-            report = read_report(Path(xml_file))
+            report, digest = _read_report(Path(xml_file))
         except ReportError as error:
             merged.problems.append(str(error))
             continue
@@ -94,6 +98,7 @@ def load_reports(
             )
         merged.reports.append(report)
         merged.sources.append(Path(xml_file))
+        merged.written.append((Path(xml_file), digest) if digest else None)
         if report.shared_gpu:
             merged.remarks.append(
                 f"{xml_file} ({report.suite}): the GPU was shared during the run "
@@ -106,6 +111,13 @@ def load_reports(
 
 def read_report(xml_file: Path) -> Report:
     """The report of a JUnit file: its JSON beside it, checked against the XML."""
+    return _read_report(xml_file)[0]
+
+
+def _read_report(xml_file: Path) -> tuple[Report, str | None]:
+    """read_report's report, and the SHA-256 its JSON names for the XML where the XML has
+    exactly those bytes: then it is what the harness rendered of this very JSON, and agrees
+    with it without being parsed."""
     json_file = xml_file.with_suffix(".json")
     try:
         data = json.loads(json_file.read_text())
@@ -114,6 +126,9 @@ def read_report(xml_file: Path) -> Report:
     except ValueError as error:
         raise ReportError(f"{json_file}: not valid JSON ({error})") from error
     report = Report.from_json(data, json_file)
+    named = data.get(store.XML_DIGEST)
+    if isinstance(named, str) and _sha256(xml_file) == named:
+        return report, named
     in_xml = _xml_outcomes(xml_file)
     # as the XML holds them: with the characters XML cannot hold escaped
     in_json = {
@@ -134,7 +149,18 @@ def read_report(xml_file: Path) -> Report:
             f"{classname} {name}: {in_json[differ[0]].value} in JSON, "
             f"{in_xml[differ[0]].value} in XML"
         )
-    return report
+    return report, None
+
+
+def _sha256(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    except OSError:  # parsing it says why
+        return None
+    return digest.hexdigest()
 
 
 # A testcase's outcome by the result element in it (the last, where there are several)
@@ -178,4 +204,6 @@ def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
 def write_merged_xml(report_set: ReportSet, path: Path) -> None:
     """One JUnit file with one suite per report read: suites are appended, never merged."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    store.replace(path, junit.chunks(report_set.reports, name="cuda-matrix"))
+    store.replace(
+        path, junit.chunks(report_set.reports, name="cuda-matrix", written=report_set.written)
+    )

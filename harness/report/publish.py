@@ -66,11 +66,18 @@ def publish(options: PublishOptions) -> Published:
         failures += gate.failures
         remarks += gate.remarks
     write_merged_xml(report_set, out / "merged.xml")
+    compiled_columns = compiled_only(report_set.reports)  # once, for the summary and the page
     summary = render_summary(
-        report_set, verdicts, [*remarks, *unfinished], options.expected_targets
+        report_set,
+        verdicts,
+        [*remarks, *unfinished],
+        options.expected_targets,
+        compiled_columns,
     )
     store.replace(out / "summary.md", summary)
-    page = render_dashboard(report_set, judged.trends, verdicts, options.device_peaks)
+    page = render_dashboard(
+        report_set, judged.trends, verdicts, options.device_peaks, compiled_columns
+    )
     store.replace(out / "dashboard.html", page)
     if options.strict:
         inspected = _inspected_only(report_set)
@@ -139,7 +146,7 @@ def _inspected_only(report_set: ReportSet) -> set[str]:
     """Kernels that could run only on targets no runner of these reports has a GPU for (every
     run cell skipped target-unsupported, or device-unsupported in a compiled-only column): they
     never ran, and the summary says so, but no runner of this fleet could have run them."""
-    columns = compiled_only(report_set.cells)
+    columns = compiled_only(report_set.reports)
     could_run: dict[str, bool] = {}
     for cell in report_set.cells:
         if cell.kind is not CellKind.CASE:

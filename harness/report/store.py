@@ -2,12 +2,15 @@
 written whole or not at all.
 
 The JSON is `Report.to_json()`, numbers as numbers: what the harness itself reads back. The XML
-is rendered from the same report (harness.report.junit), for the dashboards that read JUnit.
+is rendered from the same report (harness.report.junit), for the dashboards that read JUnit; the
+JSON names the XML's bytes by their SHA-256 (`junit_sha256`), so that a reader finding those
+very bytes beside it knows they agree without parsing them (harness.report.merge).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -20,6 +23,7 @@ from harness.model.result import Cell, Report
 from harness.report import junit
 
 WRITE_INTERVAL_S = 0.5  # a live report's longest lag behind its last cell
+XML_DIGEST = "junit_sha256"  # the JSON's name for its XML's SHA-256
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,11 @@ def report_files(reports_dir: Path, stem: str) -> ReportFiles:
 def write(files: ReportFiles, report: Report) -> None:
     """Write both files atomically, so a crash mid-run leaves the last complete report."""
     files.xml.parent.mkdir(parents=True, exist_ok=True)
-    replace(files.xml, junit.render([report]))
-    replace(files.json, json.dumps(report.to_json(), indent=1) + "\n")
+    xml = junit.render([report])
+    replace(files.xml, xml)
+    record = report.to_json()
+    record[XML_DIGEST] = hashlib.sha256(xml.encode()).hexdigest()
+    replace(files.json, json.dumps(record, indent=1) + "\n")
 
 
 class LiveReport:
@@ -93,7 +100,7 @@ def replace(path: Path, text: str | Iterable[str]) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(handle, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
-        with os.fdopen(handle, "w") as file:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
             if isinstance(text, str):
                 file.write(text)
             else:

@@ -19,9 +19,17 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from harness.model.result import ABComparison, ABJudgement, Cell, CellKind, Outcome, SkipReason
+from harness.model.result import (
+    ABComparison,
+    ABJudgement,
+    Cell,
+    CellKind,
+    Outcome,
+    Report,
+    SkipReason,
+)
 from harness.report.merge import ReportSet
 from harness.report.verdict import Judgement, Verdict, unconfirmed
 
@@ -184,20 +192,22 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
     return f"- ⏭️ {count} never ran on any runner, skipped {why}: {names}"
 
 
-def compiled_only(cells: Iterable[Cell]) -> dict[str, tuple[int, int]]:
+def compiled_only(reports: Iterable[Report]) -> dict[str, tuple[int, int]]:
     """Columns whose builds passed but none of whose run cells ran on a GPU (every one skipped
     device-unsupported or target-unsupported): column -> (compile cells passed, run cells)."""
     compiled: Counter = Counter()
     runs: Counter = Counter()
     ran: set[str] = set()
-    for cell in cells:
-        if cell.kind is CellKind.COMPILE:
-            compiled[cell.column] += cell.outcome is Outcome.PASSED
-        elif cell.kind is CellKind.CASE:
-            runs[cell.column] += 1
-            unsupported = {SkipReason.DEVICE_UNSUPPORTED, SkipReason.TARGET_UNSUPPORTED}
-            if cell.outcome is not Outcome.SKIPPED or cell.skip_reason not in unsupported:
-                ran.add(cell.column)
+    unsupported = {SkipReason.DEVICE_UNSUPPORTED, SkipReason.TARGET_UNSUPPORTED}
+    for report in reports:
+        for cell in report.cells:
+            column = cell.column  # every cell of a report has one, but a report may mix them
+            if cell.kind is CellKind.COMPILE:
+                compiled[column] += cell.outcome is Outcome.PASSED
+            elif cell.kind is CellKind.CASE:
+                runs[column] += 1
+                if cell.outcome is not Outcome.SKIPPED or cell.skip_reason not in unsupported:
+                    ran.add(column)
     return {c: (compiled[c], runs[c]) for c in runs if c not in ran and compiled[c]}
 
 
@@ -228,9 +238,11 @@ def render_summary(
     verdicts: Sequence[Verdict] = (),
     remarks: Sequence[str] = (),
     targets: Sequence[str] = (),
+    inspected: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
     """`remarks`: what the reader must know (a baseline that is not stored); `targets`: the
-    matrix's targets in its order, for the columns."""
+    matrix's targets in its order, for the columns; `inspected`: compiled_only's columns, where
+    the caller has them already."""
     first, *judged_line = headline(report_set, verdicts)
     lines = [first]
     notes = [f"- {line}" for line in judged_line]
@@ -241,7 +253,9 @@ def render_summary(
     ]
     if never := _never_ran_line(report_set):
         notes.append(never)
-    for column, (built, runs) in compiled_only(report_set.cells).items():
+    if inspected is None:
+        inspected = compiled_only(report_set.reports)
+    for column, (built, runs) in inspected.items():
         notes.append(
             f"- ⏭️ {_code(column)}: compiled and inspected only ({built} builds passed); its "
             f"{runs} run cells never ran: no runner of these reports has a GPU for that target"

@@ -142,6 +142,8 @@ def judge(cell: Cell, baseline: BaseTiming, same: bool | None = None) -> Verdict
 
 def _shared_gpu(now: str | None, base: str | None) -> str | None:
     """Why either run's samples of the cell are not its own GPU's alone; None: neither's."""
+    if not now and not base:  # nearly every cell: a million are judged at once
+        return None
     said = [f"{run}: {why}" for run, why in (("this run", now), ("the baseline", base)) if why]
     return "; ".join(said) or None
 
