@@ -18,6 +18,16 @@ def _pool():
     return WorkerPool(fake_workers.setup, fake_workers.serve, "t")
 
 
+def _faulted_then_ok(action: str, value: object) -> tuple[str, list]:
+    """What the pool raised for the job (action, value), and the answer of an "ok" job after
+    it, in the same pool."""
+    with _pool() as pool:
+        with pytest.raises(WorkerFault) as fault:
+            pool.run((action, value), timeout_s=30)
+        after = pool.run(("ok", 2), timeout_s=30)
+    return str(fault.value), after
+
+
 def test_results_come_back_from_one_reused_worker():
     with _pool() as pool:
         first = pool.run(("ok", 1), timeout_s=30)
@@ -57,13 +67,10 @@ def test_a_hang_times_out_and_is_killed():
 
 
 def test_an_exception_in_the_worker_is_a_fault_not_a_crash_of_the_run():
-    with _pool() as pool:
-        with pytest.raises(WorkerFault) as raised:
-            pool.run(("raise", 7), timeout_s=30)
-        after = pool.run(("ok", 8), timeout_s=30)
-    assert str(raised.value) == "worker raised ValueError: bad job 7"
-    assert not CRASH.match(str(raised.value))
-    assert after[:2] == ["t", 8]
+    raised, after = _faulted_then_ok("raise", 7)
+    assert raised == "worker raised ValueError: bad job 7"
+    assert not CRASH.match(raised)
+    assert after[:2] == ["t", 2]
 
 
 def test_a_poisoned_worker_answers_then_is_replaced():
@@ -100,21 +107,15 @@ def test_replies_are_read_as_json_never_unpickled(tmp_path):
     """A worker runs a user's spec, which may write to the pipe itself: a pickle that would run
     code in the run's process is refused unread, and costs that job only."""
     planted = tmp_path / "unpickled"
-    with _pool() as pool:
-        with pytest.raises(WorkerFault) as refused:
-            pool.run(("pickle", str(planted)), timeout_s=30)
-        after = pool.run(("ok", 2), timeout_s=30)
-    assert "the worker's reply is not readable" in str(refused.value)
+    refused, after = _faulted_then_ok("pickle", str(planted))
+    assert "the worker's reply is not readable" in refused
     assert not planted.exists()
     assert after[:2] == ["t", 2]
 
 
 def test_a_result_json_cannot_hold_is_the_job_s_fault():
-    with _pool() as pool:
-        with pytest.raises(WorkerFault) as refused:
-            pool.run(("set", 1), timeout_s=30)
-        after = pool.run(("ok", 2), timeout_s=30)
-    assert str(refused.value).startswith("worker's reply is not JSON")
+    refused, after = _faulted_then_ok("set", 1)
+    assert refused.startswith("worker's reply is not JSON")
     assert after[:2] == ["t", 2]
 
 
