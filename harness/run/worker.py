@@ -89,7 +89,9 @@ class _Worker:
         if isinstance(job, PairJob):
             return self._pair(job)
         if isinstance(job, Prepare):
-            self._bind(job.jobs[0].spec_file if job.jobs else None)
+            if not job.jobs:  # nothing to prepare, and no kernel to serve yet
+                return Reply(0)
+            self._bind(job.jobs[0].spec_file)
             upcoming = self._upcoming(job.jobs)
             self.runtime.prepare_ahead(upcoming)
             for module in upcoming[0].kernel.declared.preload if upcoming else ():
@@ -107,10 +109,10 @@ class _Worker:
         )
         return Reply(cell.to_json(), replace_me=not healthy)
 
-    def _bind(self, *spec_files: Path | None) -> None:
+    def _bind(self, *spec_files: Path) -> None:
         """Serve the kernel of `spec_files` (a PairJob's two, one otherwise) from now on;
         OtherKernel if this worker serves another."""
-        files = frozenset(f for f in spec_files if f is not None)
+        files = frozenset(spec_files)
         if self.serves is None:
             self.serves = files
         elif not files <= self.serves:
