@@ -423,15 +423,18 @@ def test_a_cell_s_trend_shows_both_stored_runs_its_baseline_and_verdict(browser,
 
     history = History(tmp_path / "history.sqlite")
     history.record(_h200(), "base1234")
-    now = _h200()
-    report = next(r for r in now.reports if r.target == "sm_90a")
-    at = next(i for i, c in enumerate(report.cells) if c.timing and c.timing.median_us > 100)
-    slow = report.cells[at]
-    samples = tuple(v * 1.10 for v in slow.timing.samples_us)
-    timing = dataclasses.replace(
-        slow.timing, median_us=slow.timing.median_us * 1.10, samples_us=samples
+    kept = H200 / "junit-sm_90a.xml"
+    sidecar = json.loads(kept.with_suffix(".json").read_text())
+    at = next(
+        i for i, c in enumerate(sidecar["cells"]) if c["timing"] and c["timing"]["median_us"] > 100
     )
-    report.cells[at] = dataclasses.replace(slow, timing=timing)
+    timing = sidecar["cells"][at]["timing"]  # slower by 10 %, every sample
+    timing["median_us"] *= 1.10
+    timing["samples_us"] = [v * 1.10 for v in timing["samples_us"]]
+    shutil.copy(kept, tmp_path / kept.name)
+    (tmp_path / kept.name).with_suffix(".json").write_text(json.dumps(sidecar))
+    now = load_reports([tmp_path / kept.name], ["sm_90a"])
+    report = now.reports[0]
     history.record(now, "next5678")
     verdicts = history.compare(now, "base1234").verdicts
     trends = history.trends()

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import cmarkgfm
@@ -583,15 +584,7 @@ def test_a_stored_baseline_with_a_zero_median_judges_nothing_and_says_so(tmp_pat
     out, db = tmp_path / "out", tmp_path / "history.sqlite"
     assert _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
     with sqlite3.connect(db) as history:  # as a history written before they were refused
-        (cell_json,) = history.execute(
-            "SELECT cell FROM cells WHERE name = ?", (f"{SGEMM}[sm_90a]",)
-        ).fetchone()
-        cell = json.loads(cell_json)
-        cell["timing"]["median_us"] = 0.0
-        history.execute(
-            "UPDATE cells SET cell = ?, median_us = 0 WHERE name = ?",
-            (json.dumps(cell), f"{SGEMM}[sm_90a]"),
-        )
+        history.execute("UPDATE cells SET median_us = 0 WHERE name = ?", (f"{SGEMM}[sm_90a]",))
     judged = _report(*KEPT, "--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa")
     assert judged.returncode == 0, judged.stderr
     assert "1 cell(s) of the baseline aaaa1111 have impossible times" in judged.stderr
@@ -647,38 +640,118 @@ def test_a_history_of_the_schema_before_is_brought_up_to_date_with_nothing_lost(
     rows = history.db.execute("SELECT commit_id, device, driver, toolkit FROM runs").fetchall()
     (version,) = history.db.execute("PRAGMA user_version").fetchone()
     history.close()
-    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 4
+    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 5
     assert not list(tmp_path.glob("history.sqlite.unreadable-*"))  # not moved aside
 
 
-def test_cells_stored_before_their_samples_had_columns_are_judged_from_their_json(tmp_path):
-    """A history of schema 3 kept each cell's samples only inside its JSON: read from there,
-    the verdicts are those of the columns; an impossible time in the columns is left out, as
-    in the JSON."""
+SCHEMA_4 = (
+    "CREATE TABLE runs (id INTEGER PRIMARY KEY, commit_id TEXT NOT NULL, suite TEXT NOT NULL, "
+    "target TEXT NOT NULL, runner TEXT NOT NULL, device TEXT NOT NULL, driver TEXT, toolkit TEXT, "
+    "UNIQUE (commit_id, suite));"
+    "CREATE TABLE cells (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+    "classname TEXT NOT NULL, name TEXT NOT NULL, outcome TEXT NOT NULL, median_us REAL, "
+    "noise_pct REAL, cell TEXT NOT NULL, samples_us TEXT, shared_gpu TEXT, "
+    "PRIMARY KEY (run_id, classname, name));"
+    "PRAGMA user_version = 4;"
+)
+
+
+def _stored_as_schema_4(db: Path, reports: list[Path], commit: str) -> None:
+    """A history as schema 4 wrote it: each cell's JSON in its row, samples as JSON text."""
+    with sqlite3.connect(db) as old:
+        old.executescript(SCHEMA_4)
+        for run_id, report in enumerate(load_reports(reports, TARGETS).reports):
+            where = report.provenance
+            old.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, commit, report.suite, report.target, where.runner, where.device,
+                 where.driver, where.toolkit),
+            )  # fmt: skip
+            old.executemany(
+                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, c.classname, c.name, c.outcome.value, c.median_us,
+                     c.timing.noise_pct if c.timing else None, json.dumps(c.to_json()),
+                     json.dumps(c.timing.samples_us) if c.timing else None, None)
+                    for c in report.cells
+                ],
+            )  # fmt: skip
+
+
+def test_cells_stored_before_schema_5_are_judged_from_their_json_as_from_columns(tmp_path):
+    """A history of schema 4 kept each cell's JSON in its row: brought up to date, its cells
+    are read from that JSON, and judge as the columns of schema 5 do; an impossible time in
+    that JSON is left out and said."""
+    current = load_reports([_slowed(tmp_path / "now", 1.10)], TARGETS)
+
+    def verdicts(history: History) -> list[tuple]:
+        found = history.compare(current, "base").verdicts
+        return sorted(
+            (v.cell.classname, v.cell.name, v.judgement, v.low, v.high, v.same_code) for v in found
+        )
+
+    recorded = History(tmp_path / "now.sqlite")
+    recorded.record(load_reports(KEPT, TARGETS), "base")
+    from_columns = verdicts(recorded)
+    recorded.close()
+    _stored_as_schema_4(tmp_path / "before.sqlite", KEPT, "base")
+    history = History(tmp_path / "before.sqlite")
+    (version,) = history.db.execute("PRAGMA user_version").fetchone()
+    assert version == 5 and verdicts(history) == from_columns and len(from_columns) > 100
+    assert sum(v[5] is True for v in from_columns) > 100  # each build's identity read back too
+    with history.db:
+        (row, cell_json) = history.db.execute(
+            "SELECT c.rowid, cell FROM cells c JOIN runs r ON c.run_id = r.id "
+            "WHERE c.median_us IS NOT NULL AND r.target = 'sm_90a' LIMIT 1"
+        ).fetchone()
+        cell = json.loads(cell_json)
+        cell["timing"]["median_us"] = 0.0
+        history.db.execute("UPDATE cells SET cell = ? WHERE rowid = ?", (json.dumps(cell), row))
+    comparison = history.compare(current, "base")
+    history.close()
+    assert len(comparison.verdicts) == len(from_columns) - 1
+    impossible = "1 cell(s) of the baseline base have impossible times"
+    assert any(impossible in remark for remark in comparison.remarks)
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        "x''",  # no sample at all
+        "x'00'",  # not whole doubles
+        "'[1.0, 2.0]'",  # text, not packed doubles
+        "x'0000000000000000'",  # 0.0
+        "x'000000000000f0bf'",  # -1.0
+        "x'000000000000f87f'",  # NaN
+        "x'000000000000f07f'",  # infinity
+    ],
+)
+def test_a_stored_cell_whose_samples_cannot_be_times_judges_nothing_and_is_said(tmp_path, samples):
     history = History(tmp_path / "history.sqlite")
     history.record(load_reports(KEPT, TARGETS), "base")
     current = load_reports([_slowed(tmp_path / "now", 1.10)], TARGETS)
-
-    def verdicts():
-        found = history.compare(current, "base").verdicts
-        return sorted((v.cell.classname, v.cell.name, v.judgement, v.low, v.high) for v in found)
-
-    from_columns = verdicts()
+    judged = len(history.compare(current, "base").verdicts)
     with history.db:
-        history.db.execute("UPDATE cells SET samples_us = NULL, shared_gpu = NULL")
-    assert verdicts() == from_columns and len(from_columns) > 100
-    for samples in ("'[0.0, 1.0]'", "'[\"1.0\"]'", "'{}'", "'[1e999]'", "x'00'", "'7'"):
-        with history.db:
-            history.db.execute(
-                f"UPDATE cells SET samples_us = {samples}, median_us = 1.0 WHERE rowid = (SELECT "
-                "min(c.rowid) FROM cells c JOIN runs r ON c.run_id = r.id "
-                "WHERE c.median_us IS NOT NULL AND r.target = 'sm_90a')"
-            )
-        comparison = history.compare(current, "base")
-        assert len(comparison.verdicts) == len(from_columns) - 1, samples
-        impossible = "1 cell(s) of the baseline base have impossible times"
-        assert any(impossible in remark for remark in comparison.remarks), samples
+        history.db.execute(
+            f"UPDATE cells SET samples_us = {samples} WHERE rowid = (SELECT min(c.rowid) FROM "
+            "cells c JOIN runs r ON c.run_id = r.id WHERE c.median_us IS NOT NULL AND "
+            "r.target = 'sm_90a')"
+        )
+    comparison = history.compare(current, "base")
     history.close()
+    assert len(comparison.verdicts) == judged - 1
+    impossible = "1 cell(s) of the baseline base have impossible times"
+    assert any(impossible in remark for remark in comparison.remarks)
+
+
+def test_the_history_keeps_each_run_s_report_as_it_was_read(tmp_path):
+    history = History(tmp_path / "history.sqlite")
+    history.record(load_reports(KEPT, TARGETS), "base")
+    kept = dict(history.db.execute("SELECT target, report FROM runs"))
+    history.close()
+    for xml in KEPT:
+        data = json.loads(xml.with_suffix(".json").read_bytes())
+        assert json.loads(zlib.decompress(kept[data["target"]])) == data
 
 
 def test_a_later_minor_schema_is_read_with_its_new_fields_ignored(tmp_path):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -484,14 +484,32 @@ def _cell_of(record: Any, target: str, provenance: Provenance) -> Cell:
 def _timing_from(record: dict[str, Any]) -> Timing:
     """A cell's timing read back; ValueError when a time in it is not a finite positive number
     (NaN, infinite, zero, negative, a string): no such time may judge or be judged."""
-    for key in ("median_us", "p10_us", "p90_us"):
-        _positive_time(key, record.get(key))
     samples = record["samples_us"]
-    # the fast test first (a timing has up to 500 samples; a history, a million timings)
-    if not all(type(v) in (int, float) and 0 < v < math.inf for v in samples):
+    keys = ("median_us", "p10_us", "p90_us")
+    if not possible_times([*map(record.get, keys), *samples]):  # then say which
+        for key in keys:
+            _positive_time(key, record.get(key))
         for sample in samples:
             _positive_time("a sample", sample)
-    return _known(Timing, {**record, "samples_us": tuple(record["samples_us"])})
+    return _known(Timing, {**record, "samples_us": tuple(samples)})
+
+
+_NUMBER_TYPES = frozenset((int, float))
+
+
+def possible_times(values: Sequence[Any]) -> bool:
+    """Whether every value is a time a GPU can take: a number (not a bool) finite and above
+    zero. Tested in C first: a history judges a million timings of 500 samples."""
+    try:
+        if (
+            set(map(type, values)) <= _NUMBER_TYPES
+            and min(values, default=1) > 0
+            and math.isfinite(math.fsum(values))
+        ):
+            return True
+    except OverflowError:  # finite times whose sum is not: each is looked at below
+        pass
+    return all(type(v) in _NUMBER_TYPES and 0 < v < math.inf for v in values)
 
 
 def _positive_time(what: str, value: Any) -> None:

@@ -1,31 +1,42 @@
 """Every report's cells, kept in SQLite by commit, target, runner and device; and each timed
 cell's verdict against the same cell of a baseline commit (harness.report.verdict).
 
-Each row keeps its cell in the result model's JSON form, with what the queries and the verdicts
-read beside it as columns (the median and noise as numbers, the samples and a shared GPU's why),
-so that judging a million cells parses no cell's JSON.
+Each run keeps its report whole, in the JSON it was read from (zlib-compressed), and each of its
+cells gets a row of what the queries and the verdicts read: its outcome, median and noise as
+numbers, its samples as packed doubles, a shared GPU's why, and a build's identity. So recording
+a million cells serializes none of them again, and judging against them parses no JSON.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import stat
+import sys
+from array import array
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.model.result import Cell, CellKind, CompileFacts, Provenance, Report, column_of
+from harness.model.result import (
+    Cell,
+    CellKind,
+    Provenance,
+    Report,
+    column_of,
+    possible_times,
+)
 from harness.report.merge import ReportSet
-from harness.report.verdict import BaseTiming, Verdict, judge, same_code
+from harness.report.verdict import BaseTiming, BuildIdentity, Verdict, judge, same_code
 
 # PRAGMA user_version: 1 kept each cell's properties as strings; 3 adds each run's driver and
-# toolkit, which a history of 2 gets as unknown (NULL); 4 adds each timed cell's samples and
-# shared GPU as columns, which the cells of an older history get as NULL (read from their JSON)
-SCHEMA_VERSION = 4
-SCHEMA = """
+# toolkit, which a history of 2 gets as unknown (NULL); 4 added each timed cell's samples and
+# shared GPU as columns beside its JSON; 5 keeps each run's report JSON whole and no cell's JSON,
+# the samples packed and each build's identity as columns. The cells of an older history keep
+# their JSON in `cell`, and are read from it.
+SCHEMA_VERSION = 5
+RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     commit_id TEXT NOT NULL,
@@ -35,21 +46,26 @@ CREATE TABLE IF NOT EXISTS runs (
     device TEXT NOT NULL,
     driver TEXT,
     toolkit TEXT,
+    report BLOB,
     UNIQUE (commit_id, suite)
-);
-CREATE TABLE IF NOT EXISTS cells (
+)"""
+CELLS = """
+CREATE TABLE IF NOT EXISTS {name} (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     classname TEXT NOT NULL,
     name TEXT NOT NULL,
     outcome TEXT NOT NULL,
     median_us REAL,
     noise_pct REAL,
-    cell TEXT NOT NULL,
-    samples_us TEXT,
+    samples_us BLOB,
     shared_gpu TEXT,
+    code_identity TEXT,
+    binary_sha256 TEXT,
+    cell TEXT,
     PRIMARY KEY (run_id, classname, name)
-);
-"""
+)"""
+# what the cells of a history before 5 bring to the cells of 5: their JSON holds the rest
+CARRIED = "run_id, classname, name, outcome, median_us, noise_pct, cell"
 
 
 # (column, classname, name) -> [(commit, median_us)] in the order runs were stored
@@ -160,23 +176,20 @@ class History:
         problem = ""
         if health != "ok":  # a damaged page: what it returns cannot be trusted
             problem = f"{path}: a damaged history (quick_check: {health})"
-        elif tables and version not in (2, 3, SCHEMA_VERSION):
+        elif tables and version not in (2, 3, 4, SCHEMA_VERSION):
             problem = f"{path}: a history of schema {version}, not {SCHEMA_VERSION}"
         if problem:
             self.db.close()
             raise HistoryError(problem)
         try:
             self.db.execute("PRAGMA foreign_keys = ON")
-            if tables and version == 2:  # nothing stored is lost: its runs' setting is unknown
-                with self.db:
-                    self.db.execute("ALTER TABLE runs ADD COLUMN driver TEXT")
-                    self.db.execute("ALTER TABLE runs ADD COLUMN toolkit TEXT")
-            if tables and version in (2, 3):  # its cells' samples stay in their JSON
-                with self.db:
-                    self.db.execute("ALTER TABLE cells ADD COLUMN samples_us TEXT")
-                    self.db.execute("ALTER TABLE cells ADD COLUMN shared_gpu TEXT")
-            self.db.executescript(SCHEMA)
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            with self.db:
+                if tables and version < SCHEMA_VERSION:  # all of it, or none
+                    self.db.execute("BEGIN")
+                    _bring_up_to_date(self.db, version)
+                self.db.execute(RUNS)
+                self.db.execute(CELLS.format(name="cells"))
+                self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as error:  # read-only, or locked by another writer
             self.db.close()
             raise HistoryError(f"{path}: cannot write the history ({error})") from error
@@ -185,17 +198,18 @@ class History:
         self.db.close()
 
     def record(self, report_set: ReportSet, commit: str) -> None:
-        """Store each suite of the set under `commit`; recording the same again replaces it."""
+        """Store each suite of the set under `commit`, with the JSON it was read from;
+        recording the same again replaces it."""
+        kept = report_set.compressed_json
         with self.db:
-            for report in report_set.reports:
-                cells = report.cells
+            for report, report_json in zip(report_set.reports, kept, strict=True):
                 self.db.execute(
                     "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
                 )
                 where = report.provenance
                 run_id = self.db.execute(
-                    "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit, "
+                    "report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         commit,
                         report.suite,
@@ -204,25 +218,14 @@ class History:
                         where.device or "none",
                         where.driver,
                         where.toolkit,
+                        report_json,
                     ),
                 ).lastrowid
                 self.db.executemany(
                     "INSERT INTO cells (run_id, classname, name, outcome, median_us, noise_pct, "
-                    "cell, samples_us, shared_gpu) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            run_id,
-                            c.classname,
-                            c.name,
-                            c.outcome.value,
-                            c.median_us,
-                            c.timing.noise_pct if c.timing else None,
-                            json.dumps(c.to_json()),
-                            json.dumps(c.timing.samples_us) if c.timing else None,
-                            c.timing.shared_gpu if c.timing else None,
-                        )
-                        for c in cells
-                    ],
+                    "samples_us, shared_gpu, code_identity, binary_sha256) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [_row_of(run_id, cell) for cell in report.cells],
                 )
 
     def commits(self) -> list[str]:
@@ -276,28 +279,24 @@ class History:
         """The timed cells and builds of `runs` (a later run's where two have one), and how many
         timed cells could not be read back for an impossible time."""
         stored = _Stored({}, {}, 0)
-        compile_cell = CellKind.COMPILE.value + "["
         for run in runs:
             where = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
             rows = self.db.execute(
-                "SELECT classname, name, median_us, samples_us, shared_gpu, "
-                "CASE WHEN samples_us IS NULL THEN cell END FROM cells WHERE run_id = ? "
+                "SELECT classname, name, median_us, samples_us, shared_gpu, code_identity, "
+                "binary_sha256, cell FROM cells WHERE run_id = ? "
                 "AND (median_us IS NOT NULL OR name LIKE 'compile[%')",
                 (run.id,),
             )
-            for classname, name, median, samples, shared, record in rows:
-                try:
-                    if samples is not None:  # a timed cell, its timing in columns
+            for classname, name, median, samples, shared, identity, digest, record in rows:
+                if record is not None:  # stored before schema 5: the cell is in its JSON
+                    _read_whole(record, run.target, where, stored)
+                elif median is None:  # a compile cell
+                    stored.builds[classname] = BuildIdentity(identity, digest)
+                else:
+                    try:
                         stored.timings[(classname, name)] = _timing_of(median, samples, shared)
-                        continue
-                    cell = Cell.from_json(json.loads(record), run.target, where)
-                except ValueError:  # an impossible time stored before they were refused
-                    stored.impossible += 1
-                    continue
-                if cell.timing is not None:
-                    stored.timings[(classname, name)] = BaseTiming.of(cell.timing)
-                if name.startswith(compile_cell):
-                    stored.builds[classname] = cell.compile
+                    except ValueError:  # an impossible time stored before they were refused
+                        stored.impossible += 1
         return stored
 
     def trends(self) -> Trends:
@@ -325,28 +324,68 @@ class _Stored:
     """A baseline's cells as read back for judging."""
 
     timings: dict[tuple[str, str], BaseTiming]  # by (classname, name)
-    builds: dict[str, CompileFacts | None]  # the baseline's compile cells' facts
+    builds: dict[str, BuildIdentity | None]  # the baseline's compile cells' identities
     impossible: int  # cells left out for an impossible time
 
 
-def _timing_of(median: float, samples: str, shared: str | None) -> BaseTiming:
+def _bring_up_to_date(db: sqlite3.Connection, version: int) -> None:
+    """A history of an earlier schema made one of this, nothing lost: the runs of 2 get their
+    driver and toolkit as unknown, and the cells keep their JSON, from which they are read."""
+    if version == 2:
+        db.execute("ALTER TABLE runs ADD COLUMN driver TEXT")
+        db.execute("ALTER TABLE runs ADD COLUMN toolkit TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN report BLOB")
+    db.execute(CELLS.format(name="cells_before"))
+    db.execute(f"INSERT INTO cells_before ({CARRIED}) SELECT {CARRIED} FROM cells")
+    db.execute("DROP TABLE cells")
+    db.execute("ALTER TABLE cells_before RENAME TO cells")
+
+
+def _row_of(run_id: int | None, cell: Cell) -> tuple:
+    """A cell's row: what judging and trends read of it (its JSON is its run's)."""
+    timing, facts = cell.timing, cell.compile
+    if timing is None:
+        times: tuple = (None, None, None, None)
+    else:
+        times = (timing.median_us, timing.noise_pct, _packed(timing.samples_us), timing.shared_gpu)
+    built = (facts.code_identity, facts.binary_sha256) if facts else (None, None)
+    return (run_id, cell.classname, cell.name, cell.outcome.value, *times, *built)
+
+
+def _packed(samples: tuple[float, ...]) -> bytes:
+    """Samples as little-endian doubles: a million cells' are packed and read back in C."""
+    values = array("d", samples)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tobytes()
+
+
+def _timing_of(median: float, samples: object, shared: str | None) -> BaseTiming:
     """A timed cell's baseline timing from its columns; ValueError where a time in them is not
-    one a GPU can take (not a number, NaN, infinite, zero or negative)."""
-    times: tuple = (median,)
-    try:
-        listed = json.loads(samples)
-        times = (median, *listed)
-        possible = (
-            isinstance(listed, list)
-            and len(times) > 1
-            and math.isfinite(math.fsum(times))  # in C: a million rows
-            and min(times) > 0
-        )
-    except TypeError:  # not a list of numbers
-        possible = False
-    if not possible:
+    one a GPU can take (NaN, infinite, zero or negative), or they are not packed doubles."""
+    if not isinstance(samples, bytes) or len(samples) % 8:
+        raise ValueError(f"samples are not packed doubles: {samples!r:.40}")
+    values = array("d", samples)
+    if sys.byteorder == "big":
+        values.byteswap()
+    times = (median, *values)
+    if len(times) < 2 or not possible_times(times):
         raise ValueError(f"an impossible time among {times[:3]}")
-    return BaseTiming(float(median), tuple(map(float, times[1:])), shared)
+    return BaseTiming(float(median), tuple(values), shared)
+
+
+def _read_whole(record: str, target: str, where: Provenance, stored: _Stored) -> None:
+    """A cell stored before schema 5, read from its JSON into `stored`."""
+    try:
+        cell = Cell.from_json(json.loads(record), target, where)
+    except ValueError:  # an impossible time stored before they were refused
+        stored.impossible += 1
+        return
+    key = (cell.classname, cell.name)
+    if cell.timing is not None:
+        stored.timings[key] = BaseTiming.of(cell.timing)
+    if cell.kind is CellKind.COMPILE:
+        stored.builds[cell.classname] = BuildIdentity.of(cell.compile)
 
 
 def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Comparison) -> None:
@@ -355,7 +394,9 @@ def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Com
             f"{report.target}: {stored.impossible} cell(s) of the baseline {baseline[:10]} have "
             "impossible times (NaN, infinite, zero or negative): not judged against"
         )
-    built_now = {c.classname: c.compile for c in report.cells if c.kind is CellKind.COMPILE}
+    built_now = {
+        c.classname: BuildIdentity.of(c.compile) for c in report.cells if c.kind is CellKind.COMPILE
+    }
     for cell in report.cells:
         base = stored.timings.get((cell.classname, cell.name))
         if cell.timing is None or base is None:

@@ -8,12 +8,15 @@ matrix.yaml with no report at all is listed in `missing_targets`, never counted 
 report whose GPU another process used during the run is named in `remarks`, with what showed it,
 and so is a report of a target matrix.yaml lacks (merged all the same). Two reports whose suite
 names differ only in spaces are one run read twice: the second is named and left out.
+
+A report is read once and not changed after: the history keeps the very JSON it was read from.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
@@ -29,6 +32,8 @@ class ReportSet:
     # each report's XML and the SHA-256 its JSON names, where the XML has those bytes: None
     # where it was checked by parsing
     written: list[tuple[Path, str] | None] = field(default_factory=list)
+    # each report's JSON as it was read, zlib-compressed: what the history keeps of the run
+    compressed_json: list[bytes] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable input, named by file
     remarks: list[str] = field(default_factory=list)  # read, with something to say of it
     missing_targets: list[str] = field(default_factory=list)
@@ -70,7 +75,7 @@ def load_reports(
             continue
         seen_files.add(resolved)
         try:
-            report, digest = _read_report(Path(xml_file))
+            report, digest, text = _read_report(Path(xml_file))
         except ReportError as error:
             merged.problems.append(str(error))
             continue
@@ -99,6 +104,7 @@ def load_reports(
         merged.reports.append(report)
         merged.sources.append(Path(xml_file))
         merged.written.append((Path(xml_file), digest) if digest else None)
+        merged.compressed_json.append(zlib.compress(text, 1))  # 1: a million cells in 2 s
         if report.shared_gpu:
             merged.remarks.append(
                 f"{xml_file} ({report.suite}): the GPU was shared during the run "
@@ -114,13 +120,14 @@ def read_report(xml_file: Path) -> Report:
     return _read_report(xml_file)[0]
 
 
-def _read_report(xml_file: Path) -> tuple[Report, str | None]:
-    """read_report's report, and the SHA-256 its JSON names for the XML where the XML has
-    exactly those bytes: then it is what the harness rendered of this very JSON, and agrees
-    with it without being parsed."""
+def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
+    """read_report's report; the SHA-256 its JSON names for the XML where the XML has exactly
+    those bytes: then it is what the harness rendered of this very JSON, and agrees with it
+    without being parsed; and the JSON's bytes."""
     json_file = xml_file.with_suffix(".json")
     try:
-        data = json.loads(json_file.read_text())
+        text = json_file.read_bytes()
+        data = json.loads(text)
     except OSError as error:
         raise ReportError(f"{xml_file}: its JSON {json_file.name} is missing") from error
     except ValueError as error:
@@ -128,7 +135,7 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None]:
     report = Report.from_json(data, json_file)
     named = data.get(store.XML_DIGEST)
     if isinstance(named, str) and _sha256(xml_file) == named:
-        return report, named
+        return report, named, text
     in_xml = _xml_outcomes(xml_file)
     # as the XML holds them: with the characters XML cannot hold escaped
     in_json = {
@@ -149,7 +156,7 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None]:
             f"{classname} {name}: {in_json[differ[0]].value} in JSON, "
             f"{in_xml[differ[0]].value} in XML"
         )
-    return report, None
+    return report, None, text
 
 
 def _sha256(path: Path) -> str | None:

@@ -100,7 +100,20 @@ def ratio_interval(current: Sequence[float], baseline: Sequence[float]) -> tuple
     return now_low / base_high, now_high / base_low
 
 
-def same_code(now: CompileFacts | None, base: CompileFacts | None) -> bool | None:
+@dataclass(frozen=True)
+class BuildIdentity:
+    """What tells two builds' code apart: its code identity, else (a build from before
+    identities) its binary's digest; a history keeps these of each compile cell."""
+
+    code_identity: str | None
+    binary_sha256: str | None
+
+    @classmethod
+    def of(cls, facts: CompileFacts | None) -> BuildIdentity | None:
+        return None if facts is None else cls(facts.code_identity, facts.binary_sha256)
+
+
+def same_code(now: BuildIdentity | None, base: BuildIdentity | None) -> bool | None:
     """Whether two builds make the GPU execute the same: by code identity, else (a build from
     before identities) by the binary's bytes; None when neither side can say."""
     if now is None or base is None:
