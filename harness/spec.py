@@ -95,7 +95,15 @@ class Case:
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
-    tolerance: Tolerance | None = None  # None: CONTRACT.md's default for the output dtype
+    # None: CONTRACT.md's default for each output's dtype; a Tolerance: every output's; a
+    # mapping: by output name, an output it does not name at its dtype's default
+    tolerance: Tolerance | Mapping[str, Tolerance] | None = None
+
+    def tolerance_of(self, output: str) -> Tolerance | None:
+        """The tolerance the case sets for `output`; None: its dtype's default."""
+        if isinstance(self.tolerance, Mapping):
+            return self.tolerance.get(output)
+        return self.tolerance
 
 
 # Kernel arguments, in the order of the `extern "C"` entry's parameters.

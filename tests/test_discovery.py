@@ -91,6 +91,24 @@ def test_a_case_named_after_a_kernel_cell_is_refused_naming_the_spec(planted, na
 
 
 @pytest.mark.parametrize(
+    ("tolerance", "said"),
+    [
+        ("1e-3", "tolerance is 0.001, not a Tolerance(rtol, atol)"),
+        ("Tolerance(float('nan'), 0)", "tolerance needs finite rtol and atol, 0 or more"),
+        ('{"y": Tolerance(-1, 0)}', "tolerance for 'y' needs finite rtol and atol, 0 or more"),
+        ('{"y": 0.1}', "tolerance for 'y' is 0.1, not a Tolerance(rtol, atol)"),
+    ],
+)
+def test_a_tolerance_that_cannot_be_used_is_refused_naming_spec_and_case(planted, tolerance, said):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    text = spec.read_text().replace('Case("n1", {"n": 1})', f'Case("n1", {{"n": 1}}, {tolerance})')
+    spec.write_text(text.replace("from harness.spec import ", "from harness.spec import Tolerance, "))
+    broken = _load_all(planted)["add_one"]
+    assert isinstance(broken, SpecError)
+    assert f"{spec}: case 'n1': {said}" in str(broken)
+
+
+@pytest.mark.parametrize(
     ("kernel", "case"),
     [(k, c) for k in SHIPPED.values() for c in k.spec.cases],
     ids=lambda item: getattr(item, "classname", None) or getattr(item, "name", None),

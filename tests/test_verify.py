@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import ml_dtypes
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
@@ -18,7 +19,7 @@ from harness.run.verify import (
     tolerance_for,
     unchanged,
 )
-from harness.spec import Tolerance, Work
+from harness.spec import Case, Tolerance, Work
 
 
 def test_matching_floats_within_tolerance_pass():
@@ -60,6 +61,33 @@ def test_case_tolerance_overrides_the_default():
     want = np.full(4, 100.0, np.float32)
     assert compare("y", want + 0.05, want, Tolerance(rtol=0, atol=0.1)) is None
     assert compare("y", want + 0.05, want, None) is not None
+
+
+@pytest.mark.parametrize(
+    ("dtype", "epsilon"),
+    [(ml_dtypes.float8_e4m3fn, 0.125), (ml_dtypes.float8_e5m2, 0.25)],
+)
+def test_fp8_outputs_are_within_one_step_of_their_format_by_default(dtype, epsilon):
+    assert tolerance_for(np.dtype(dtype)) == Tolerance(epsilon, epsilon)
+    want = np.array([1.0, 2.0, -4.0, 0.5], dtype)
+    one_step = np.array([1.0 + epsilon, 2.0, -4.0, 0.5], dtype)  # a rounding the other way
+    assert compare("y", one_step, want, None) is None
+    off = np.array([1.0, 3.0, -4.0, 0.5], dtype)  # 2 -> 3: far beyond a rounding
+    assert "y: 1 of 4 elements differ" in compare("y", off, want, None)
+    assert tolerance_for(np.dtype(bfloat16)) == LOW_PRECISION
+
+
+def test_a_case_sets_tolerances_per_output_and_the_rest_keep_their_dtype_s():
+    case = Case("n4", tolerance={"loose": Tolerance(rtol=0, atol=0.5)})
+    want = np.full(4, 10.0, np.float32)
+    assert case.tolerance_of("loose") == Tolerance(0, 0.5) and case.tolerance_of("tight") is None
+    assert compare("loose", want + 0.25, want, case.tolerance_of("loose")) is None
+    assert compare("tight", want + 0.25, want, case.tolerance_of("tight")) is not None
+    outputs = {"loose": want, "tight": want}
+    check_reference_fits("k.k", outputs, outputs, case)
+    typo = Case("n4", tolerance={"lose": Tolerance(rtol=0, atol=0.5)})
+    with pytest.raises(SpecError, match=r"case 'n4' sets a tolerance for \['lose'\], which are"):
+        check_reference_fits("k.k", outputs, outputs, typo)
 
 
 def test_a_written_input_is_reported():

@@ -13,15 +13,17 @@ import collections
 import dataclasses
 import hashlib
 import importlib.util
+import math
 import sys
 import traceback
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
-from harness.spec import Case, KernelSpec
+from harness.spec import Case, KernelSpec, Tolerance
 
 # A compile or spec cell is named after its kind (compile[sm_90a]): a case may not be
 RESERVED_CASE_NAMES = frozenset({CellKind.COMPILE.value, CellKind.SPEC.value})
@@ -130,7 +132,31 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
             f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
             "rename the case"
         )
+    for case in spec.cases:
+        if why := _tolerance_problem(case.tolerance):
+            raise broken(f"case {case.name!r}: {why}")
     return LoadedKernel(where.chapter, where.name, where.folder, Declared.of(spec), spec)
+
+
+def _tolerance_problem(tolerance: object) -> str | None:
+    """Why a case's tolerance cannot be used; None when it can (None, a Tolerance of finite
+    bounds 0 or more, or a mapping of output names to such)."""
+    if tolerance is None:
+        return None
+    named = tolerance.items() if isinstance(tolerance, Mapping) else [("", tolerance)]
+    for output, each in named:
+        where = f" for {output!r}" if output else ""
+        if not isinstance(output, str):
+            return f"tolerance names the output {output!r}, not a string"
+        if not isinstance(each, Tolerance):
+            return f"tolerance{where} is {each!r}, not a Tolerance(rtol, atol)"
+        bounds = (each.rtol, each.atol)
+        if not all(
+            isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b) and b >= 0
+            for b in bounds
+        ):
+            return f"tolerance{where} needs finite rtol and atol, 0 or more, not {bounds}"
+    return None
 
 
 def _package_for(folder: Path) -> str:

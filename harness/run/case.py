@@ -438,7 +438,7 @@ class GpuRuntime:
         if fresh.problem is None or fresh.expected is None:
             raise fresh.raised or SpecError(f"{kernel.classname}: setup() made no problem")
         expected = fresh.expected
-        check_reference_fits(kernel.classname, fresh.problem.outputs, expected)
+        check_reference_fits(kernel.classname, fresh.problem.outputs, expected, case)
         if workspace.refill(fresh.problem):
             self._check_fresh(
                 kernel, case, workspace, verified, verified.guards, expected, launches
@@ -474,7 +474,7 @@ class GpuRuntime:
         self.staging.reset()
         for name, want in expected.items():
             output = workspace.download(name, self.staging)
-            if msg := compare(name, output, want, case.tolerance, self.cores):
+            if msg := compare(name, output, want, case.tolerance_of(name), self.cores):
                 if again[name] == verified.digests.get(name):
                     msg = (
                         f"{name!r} holds, bit for bit, what the kernel wrote for the inputs it "
@@ -529,11 +529,11 @@ class GpuRuntime:
         expected = host.expected
         if expected is None:
             raise SpecError(f"{kernel.classname}: reference() returned None, not its outputs")
-        check_reference_fits(kernel.classname, problem.outputs, expected)
+        check_reference_fits(kernel.classname, problem.outputs, expected, case)
         with spent.on("verify"):
             for name in problem.outputs:
                 got, want = actual[name], expected[name]
-                if msg := compare(name, got, want, case.tolerance, self.cores):
+                if msg := compare(name, got, want, case.tolerance_of(name), self.cores):
                     problems.append(msg)
         if problems:
             cell.settle(KernelFailed("; ".join(problems)))

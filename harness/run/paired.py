@@ -197,7 +197,7 @@ def _check(
     problems = []
     for output, expected in host.expected.items():
         got = workspace.download(output)
-        if msg := compare(output, got, expected, side.case.tolerance, runtime.cores):
+        if msg := compare(output, got, expected, side.case.tolerance_of(output), runtime.cores):
             problems.append(msg)
     if problems:
         raise CannotCompare(

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 
+import ml_dtypes
 import numpy as np
 
 from harness.model.result import SpecError
-from harness.spec import Tolerance
+from harness.spec import Case, Tolerance
 
 DEFAULT_TOLERANCE = {
     np.dtype(np.float32): Tolerance(rtol=1e-4, atol=1e-4),
@@ -27,20 +28,36 @@ PIECE_ELEMENTS = 1 << 18  # 1 MiB of float32: a piece stays in cache across its 
 
 
 def tolerance_for(dtype: np.dtype) -> Tolerance | None:
-    """None means exact comparison (integers, booleans)."""
+    """None means exact comparison (integers, booleans). Floats of one byte or less (fp8 e4m3
+    and e5m2, fp6, fp4) get one step of their own at 1.0 (the format's epsilon: 0.125 for e4m3,
+    0.25 for e5m2), relative and absolute: a correct kernel that rounds once is within it."""
     dtype = np.dtype(dtype)
     if dtype in DEFAULT_TOLERANCE:
         return DEFAULT_TOLERANCE[dtype]
-    if dtype.kind == "f" or dtype.name == "bfloat16":
-        return LOW_PRECISION
-    return None
+    if dtype.kind == "c":
+        return None
+    try:
+        epsilon = float(ml_dtypes.finfo(dtype).eps)
+    except (TypeError, ValueError):  # not a float: integers, booleans, structures
+        return None
+    return LOW_PRECISION if dtype.itemsize >= 2 else Tolerance(rtol=epsilon, atol=epsilon)
 
 
 def check_reference_fits(
-    classname: str, outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
+    classname: str,
+    outputs: Mapping[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    case: Case | None = None,
 ) -> None:
-    """SpecError when the reference does not fit the outputs: the spec is wrong, not the
-    kernel."""
+    """SpecError when the reference does not fit the outputs, or `case` sets a tolerance for
+    an output there is not: the spec is wrong, not the kernel."""
+    tolerance = case.tolerance if case else None
+    if isinstance(tolerance, Mapping) and not set(tolerance) <= set(outputs):
+        raise SpecError(
+            f"{classname}: case {case.name if case else ''!r} sets a tolerance for "
+            f"{sorted(set(tolerance) - set(outputs))}, which are not outputs (the outputs: "
+            f"{sorted(outputs)})"
+        )
     if not isinstance(expected, Mapping):
         raise SpecError(
             f"{classname}: reference returned a {type(expected).__name__}, not a mapping of each "
