@@ -80,7 +80,18 @@ class RequireArch:
         return f"require_arch({self.arch})"
 
 
-Requirement = RequireSm | RequireArch
+@dataclass(frozen=True)
+class RequireAny:
+    """Any one of these: a kernel with a path for each arch-specific feature set (setmaxnreg on
+    sm_90a or sm_100a), chosen in the source by `__CUDA_ARCH_FEAT_SM90_ALL` and the like."""
+
+    options: tuple[RequireSm | RequireArch, ...]
+
+    def __str__(self) -> str:
+        return " or ".join(map(str, self.options))
+
+
+Requirement = RequireSm | RequireArch | RequireAny
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,9 @@ class DeviceLimits:
     l2_bytes: int
     # (entry, threads per block, dynamic shared memory bytes) -> resident blocks per SM
     max_blocks_per_sm: Callable[[str, int, int], int]
+    # the device's global memory: a case whose buffers need more is skipped device-unsupported
+    # before anything is allocated; None: the driver did not say
+    memory_bytes: int | None = None
 
 
 class DeviceUnsupported(Skip):

@@ -47,3 +47,19 @@ def test_a_terminal_gets_one_live_line(monkeypatch):
     shown = _finish_three(Terminal())
     assert "\x1b[" in shown  # drawn and redrawn in place, not appended as lines
     assert shown.count("\n") < 3
+
+
+NASTY = "n1\x1b[31mred\x07\x00 [/bold] [red]x\nPASSED fake::line"
+
+
+def test_a_name_s_control_characters_are_shown_not_sent_to_the_terminal(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    log = io.StringIO()
+    progress = Progress(1, out=log)
+    progress.finished(_cell(NASTY, Outcome.FAILED))
+    (line,) = log.getvalue().splitlines()  # the newline in the name made no second line
+    assert "n1\\x1b[31mred\\x07\\x00 [/bold] [red]x PASSED fake::line[sm_90a]" in line
+    assert not any(ord(c) < 32 for c in line)
+    live = Progress(1, out=Terminal())  # rich would read "[/bold]" as markup, and refuse it
+    live.finished(_cell(NASTY, Outcome.FAILED))
+    live.close()

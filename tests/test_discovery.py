@@ -12,6 +12,7 @@ from harness.model import declared
 from harness.model.discovery import Kernel, kernel_folders, load_kernel
 from harness.model.result import SpecError
 from harness.run.verify import check_reference_fits
+from harness.spec import RequireAny, RequireArch
 from tests.conftest import CORPUS, ROOT, SLOWDOWN, limits_for_cpu_tests
 
 
@@ -102,7 +103,9 @@ def test_a_case_named_after_a_kernel_cell_is_refused_naming_the_spec(planted, na
 def test_a_tolerance_that_cannot_be_used_is_refused_naming_spec_and_case(planted, tolerance, said):
     spec = planted / "planted" / "add_one" / "spec.py"
     text = spec.read_text().replace('Case("n1", {"n": 1})', f'Case("n1", {{"n": 1}}, {tolerance})')
-    spec.write_text(text.replace("from harness.spec import ", "from harness.spec import Tolerance, "))
+    spec.write_text(
+        text.replace("from harness.spec import ", "from harness.spec import Tolerance, ")
+    )
     broken = _load_all(planted)["add_one"]
     assert isinstance(broken, SpecError)
     assert f"{spec}: case 'n1': {said}" in str(broken)
@@ -177,9 +180,43 @@ def test_each_spec_is_read_in_a_child_of_its_own_so_a_hang_names_only_itself(pla
         {**_DECLARED, "cases": [{"name": "n1", "work": [-1, 0, "fp32"]}]},
         {**_DECLARED, "cases": [{"name": "n1", "work": [1, 0, "fp64"]}]},
         {**_DECLARED, "requires": {"sm": ["9", 0]}},
+        {**_DECLARED, "requires": {"any": []}},
+        {**_DECLARED, "requires": {"any": [{"any": [{"sm": [9, 0]}]}]}},
         {**_DECLARED, "sass_must_contain": "HGMMA"},
     ],
 )
 def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record):
     with pytest.raises(ValueError, match="not a spec's declaration"):
         declared.Declared.from_json(record)
+
+
+def test_an_any_of_requirement_travels_from_the_spec_s_child_whole():
+    either = RequireAny((RequireArch("sm_90a"), RequireArch("sm_100a")))
+    any_of = {"any": [{"arch": "sm_90a"}, {"arch": "sm_100a"}]}
+    record = {**_DECLARED, "requires": any_of, "preload": []}
+    read = declared.Declared.from_json(record)
+    assert read.requires == either and read.to_json() == record
+    assert str(either) == "require_arch(sm_90a) or require_arch(sm_100a)"
+
+
+@pytest.mark.parametrize(
+    ("requires", "said"),
+    [
+        ('"sm_90a"', "requires is 'sm_90a', not RequireSm(major, minor), RequireArch(arch) or"),
+        (
+            "RequireAny(())",
+            "requires is RequireAny(options=()): RequireAny takes a tuple of RequireSm and "
+            "RequireArch, at least one",
+        ),
+    ],
+)
+def test_a_requirement_that_is_none_is_refused_rather_than_run_everywhere(planted, requires, said):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    text = spec.read_text().replace(
+        "SPEC = KernelSpec(", f"SPEC = KernelSpec(requires={requires}, "
+    )
+    spec.write_text(
+        text.replace("from harness.spec import ", "from harness.spec import RequireAny, ")
+    )
+    broken = _load_all(planted)["add_one"]
+    assert isinstance(broken, SpecError) and f"{spec}: {said}" in str(broken)

@@ -9,11 +9,14 @@ import sys
 import pytest
 
 from harness.model.matrix import ComputeCapability, MatrixError, load_matrix
-from harness.spec import RequireArch, RequireSm
+from harness.spec import RequireAny, RequireArch, RequireSm
 from tests.conftest import ROOT
 
 SHIPPED = (ROOT / "matrix.yaml").read_text()
 TOOLS_ONE_A_LINE = "  tools:\n    - memcheck\n    - leakcheck\n    - initcheck"
+
+
+EITHER_ARCH = RequireAny((RequireArch("sm_90a"), RequireArch("sm_100a")))
 
 
 def test_shipped_matrix_has_the_three_targets(matrix):
@@ -54,6 +57,10 @@ def test_which_devices_run_a_target(matrix, target, device_cc, path):
         ("sm_90a", RequireArch("sm_90a"), True),
         ("sm_100a", RequireArch("sm_90a"), False),
         ("sm_80", RequireArch("sm_90a"), False),
+        ("sm_90a", EITHER_ARCH, True),
+        ("sm_100a", EITHER_ARCH, True),
+        ("sm_80", EITHER_ARCH, False),
+        ("sm_80", RequireAny((RequireArch("sm_90a"), RequireSm(8, 0))), True),
     ],
 )
 def test_which_targets_express_a_requirement(matrix, target, requirement, expressible):
@@ -269,6 +276,20 @@ def test_a_number_that_is_not_finite_and_positive_is_named(tmp_path, value):
         MatrixError, match=r"timing.case_timeout_s: expected a finite positive number"
     ):
         load_matrix(path)
+
+
+@pytest.mark.parametrize(("value", "loaded"), [("1e5", 1e5), ("604800", 604800.0), ("1e9", None)])
+def test_a_time_limit_beyond_a_week_is_named_before_any_wait_is_given_it(tmp_path, value, loaded):
+    """1e9 s once passed and then crashed the run: poll() takes no wait that long."""
+    text = (ROOT / "matrix.yaml").read_text()
+    path = _written(tmp_path, text.replace("  case_timeout_s: 60", f"  case_timeout_s: {value}"))
+    if loaded is not None:
+        assert load_matrix(path).timer.case_timeout_s == loaded
+        return
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    assert f"{path}:" in str(raised.value)
+    assert "timing.case_timeout_s: expected at most 604800, got '1e9'" in str(raised.value)
 
 
 def test_a_float_without_a_dot_is_a_number(tmp_path):

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import zlib
@@ -244,7 +245,7 @@ def test_a_corrupt_history_is_kept_aside_and_a_fresh_one_started(tmp_path):
     assert History(db).commits() == ["aaaa1111"]
 
 
-@pytest.mark.parametrize("kind", ["folder", "pipe", "link"])
+@pytest.mark.parametrize("kind", ["folder", "pipe", "link", "device"])
 def test_a_db_that_is_no_history_file_is_left_as_it_is_and_the_rest_is_published(tmp_path, kind):
     """--db naming /dev/null once had it moved aside and replaced; nothing but a history file is
     ever moved or written."""
@@ -253,6 +254,11 @@ def test_a_db_that_is_no_history_file_is_left_as_it_is_and_the_rest_is_published
         db.mkdir()
     elif kind == "pipe":
         os.mkfifo(db)
+    elif kind == "device":  # a replica of /dev/null (1, 3): the very case once replaced
+        try:
+            os.mknod(db, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD, which this runner lacks")
     else:
         (tmp_path / "elsewhere.sqlite").write_bytes(b"")
         db.symlink_to(tmp_path / "elsewhere.sqlite")

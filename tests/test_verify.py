@@ -112,6 +112,8 @@ def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
         check_reference_fits("ch.k", outputs, {"z": np.zeros((3, 4), np.float32)})
     with pytest.raises(SpecError, match=r"^ch\.k: reference returned a list, not a mapping"):
         check_reference_fits("ch.k", outputs, [np.zeros((3, 4), np.float32)])
+    with pytest.raises(SpecError, match=r"^ch\.k: reference returned a NoneType, not a mapping"):
+        check_reference_fits("ch.k", outputs, None)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import TextIO
 
 from harness.commands.stage import RunResult
-from harness.model.result import Cell, CellKind, Outcome, Report, Unavailable
+from harness.model.result import Cell, CellKind, Outcome, Report, Unavailable, shown_controls
 from harness.run.device import DeviceInfo
 
 
@@ -40,7 +40,7 @@ class Progress:
         left = elapsed / self.done * (self.total - self.done) if self.done else self.expected_s
         return (
             f"[{self.done}/{self.total}] {cell.outcome.value.upper():7} "
-            f"{cell.classname}::{cell.name} ({cell.seconds:.1f} s); "
+            f"{one_line(cell.classname)}::{one_line(cell.name)} ({cell.seconds:.1f} s); "
             f"{self.failures} failed so far, {elapsed:.0f} s elapsed, ~{left:.0f} s left"
         )
 
@@ -58,7 +58,9 @@ class _RichLine:
         self._live.start()
 
     def update(self, line: str) -> None:
-        self._live.update(line)
+        from rich.text import Text
+
+        self._live.update(Text(line))  # as it is: a name's "[red]" is no markup
 
     def stop(self) -> None:
         self._live.stop()
@@ -89,7 +91,7 @@ def print_summary(result: RunResult) -> None:
         print(f"compile: {result.compiled} compiled, {result.cached} cached")
     for cell in result.cells:
         mark = cell.outcome.value.upper()
-        line = f"  {mark:8} {cell.classname}::{cell.name}"
+        line = f"  {mark:8} {one_line(cell.classname)}::{one_line(cell.name)}"
         if cell.timing:
             line += f"  {cell.timing.median_us:.1f} us"
             rate = cell.throughput
@@ -101,7 +103,7 @@ def print_summary(result: RunResult) -> None:
                 line += f"  {rate.roofline_pct:.1f}% of roofline"
             line += f"  [{cell.loaded_as}]"
         elif cell.outcome is not Outcome.PASSED:
-            line += f"  -- {cell.message}"
+            line += f"  -- {one_line(cell.message)}"
         print(line)
     counts = Counter(cell.outcome.value for cell in result.cells)
     reasons = Counter(cell.skip_reason.value for cell in result.cells if cell.skip_reason)
@@ -112,6 +114,12 @@ def print_summary(result: RunResult) -> None:
         print(f"GPU shared: {result.report.shared_gpu}")
     if result.report.wall_s is not None:
         print(time_split(result.report))
+
+
+def one_line(text: str) -> str:
+    """A name or message as a terminal shows it: on its line, its control characters (ESC,
+    BEL, NUL) written as \\xNN rather than sent to restyle or ring the terminal."""
+    return shown_controls(" ".join(text.splitlines()).replace("\t", " "))
 
 
 def time_split(report: Report) -> str:

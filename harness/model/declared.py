@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.model.result import SpecError
 from harness.processes import describe_exit
-from harness.spec import KernelSpec, Math, RequireArch, Requirement, RequireSm, Work
+from harness.spec import KernelSpec, Math, RequireAny, RequireArch, Requirement, RequireSm, Work
 
 # What a spec's child may send: a spec's cases at ~100 bytes each, 500k of them.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -64,14 +64,9 @@ class Declared:
         )
 
     def to_json(self) -> dict[str, Any]:
-        requires: dict[str, Any] | None = None
-        if isinstance(self.requires, RequireSm):
-            requires = {"sm": [self.requires.major, self.requires.minor]}
-        elif isinstance(self.requires, RequireArch):
-            requires = {"arch": self.requires.arch}
         return {
             "source": self.source,
-            "requires": requires,
+            "requires": _requirement_json(self.requires),
             "sass_must_contain": list(self.sass_must_contain),
             "cases": [
                 {
@@ -90,12 +85,7 @@ class Declared:
     def from_json(cls, record: Any) -> Declared:
         """ValueError where `record` is not what to_json makes: it comes from a spec's process."""
         try:
-            requires: Requirement | None = None
-            if record["requires"] is not None and "sm" in record["requires"]:
-                major, minor = record["requires"]["sm"]
-                requires = RequireSm(_int(major), _int(minor))
-            elif record["requires"] is not None:
-                requires = RequireArch(_str(record["requires"]["arch"]))
+            requires = _requirement_from(record["requires"])
             cases = []
             for case in _list(record["cases"]):
                 work = None
@@ -114,6 +104,30 @@ class Declared:
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
+
+
+def _requirement_json(requires: Requirement | None) -> dict[str, Any] | None:
+    if isinstance(requires, RequireSm):
+        return {"sm": [requires.major, requires.minor]}
+    if isinstance(requires, RequireArch):
+        return {"arch": requires.arch}
+    if isinstance(requires, RequireAny):
+        return {"any": [_requirement_json(option) for option in requires.options]}
+    return None
+
+
+def _requirement_from(record: Any) -> Requirement | None:
+    if record is None:
+        return None
+    if "sm" in record:
+        major, minor = record["sm"]
+        return RequireSm(_int(major), _int(minor))
+    if "any" in record:
+        options = [_requirement_from(option) for option in _list(record["any"])]
+        if not options or not all(isinstance(o, RequireSm | RequireArch) for o in options):
+            raise ValueError(f"not a list of requirements: {record['any']!r}")
+        return RequireAny(tuple(options))  # type: ignore[arg-type]
+    return RequireArch(_str(record["arch"]))
 
 
 def _work_or_none(spec: KernelSpec, case: Any) -> Work | None:

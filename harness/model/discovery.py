@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
-from harness.spec import Case, KernelSpec, Tolerance
+from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
 
 # A compile or spec cell is named after its kind (compile[sm_90a]): a case may not be
 RESERVED_CASE_NAMES = frozenset({CellKind.COMPILE.value, CellKind.SPEC.value})
@@ -132,10 +132,34 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
             f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
             "rename the case"
         )
+    if why := _requirement_problem(spec.requires):
+        raise broken(why)
     for case in spec.cases:
         if why := _tolerance_problem(case.tolerance):
             raise broken(f"case {case.name!r}: {why}")
     return LoadedKernel(where.chapter, where.name, where.folder, Declared.of(spec), spec)
+
+
+def _requirement_problem(requires: object) -> str | None:
+    """Why `requires` is not a requirement: a misspelt one would otherwise run everywhere."""
+    if requires is None or isinstance(requires, RequireSm | RequireArch):
+        return None
+    if isinstance(requires, RequireAny):
+        options = requires.options
+        if (
+            isinstance(options, tuple)
+            and options
+            and all(isinstance(o, RequireSm | RequireArch) for o in options)
+        ):
+            return None
+        return (
+            f"requires is {requires!r}: RequireAny takes a tuple of RequireSm and RequireArch, "
+            "at least one"
+        )
+    return (
+        f"requires is {requires!r}, not RequireSm(major, minor), RequireArch(arch) or "
+        "RequireAny((...))"
+    )
 
 
 def _tolerance_problem(tolerance: object) -> str | None:

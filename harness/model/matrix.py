@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.spec import Math, RequireArch, Requirement
+from harness.spec import Math, RequireAny, RequireArch, Requirement
 
 # sm_<major><minor>, then "a" (arch-specific: that CC exactly) or "f" (family-specific: the CCs
 # of its major family from its own on, such as sm_100f on CC 10.0 and 10.3), or plain.
@@ -87,6 +87,8 @@ class Target:
         """Whether code generated for this target can use what the kernel requires."""
         if requirement is None:
             return True
+        if isinstance(requirement, RequireAny):
+            return any(self.expresses(option) for option in requirement.options)
         if isinstance(requirement, RequireArch):
             return requirement.arch == self.sass
         own = self.cc
@@ -226,7 +228,7 @@ class _Reader:
             items[name], lines[name] = value, key.start_mark.line + 1
         return items
 
-    def scalar(self, node: yaml.Node, where: str, kind: type) -> Any:
+    def scalar(self, node: yaml.Node, where: str, kind: type, most: float | None = None) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             raise self.fail(node, f"{where}: expected a {kind.__name__}")
         value = yaml.safe_load(yaml.serialize(node))
@@ -247,6 +249,8 @@ class _Reader:
             raise self.fail(
                 node, f"{where}: expected a finite positive number, got {_quoted(node.value)}"
             )
+        if most is not None and isinstance(value, int | float) and value > most:
+            raise self.fail(node, f"{where}: expected at most {most:g}, got {_quoted(node.value)}")
         return value
 
     def strings(self, node: yaml.Node, where: str) -> tuple[str, ...]:
@@ -256,6 +260,9 @@ class _Reader:
 
 
 QUOTED_CHARS = 80  # of a value an error message repeats
+# The longest time a limit may name: a week. The waits it reaches take at most ~24 days
+# (poll's milliseconds in an int); a larger number means "no limit", which a CI run must not have.
+MOST_S = 7 * 24 * 3600.0
 
 
 def _quoted(value: object) -> str:
@@ -370,9 +377,9 @@ def load_matrix(path: Path) -> Matrix:
         noise_target_pct=reader.scalar(
             timing_fields["noise_target_pct"], "timing.noise_target_pct", float
         ),
-        budget_s=reader.scalar(timing_fields["budget_s"], "timing.budget_s", float),
+        budget_s=reader.scalar(timing_fields["budget_s"], "timing.budget_s", float, MOST_S),
         case_timeout_s=reader.scalar(
-            timing_fields["case_timeout_s"], "timing.case_timeout_s", float
+            timing_fields["case_timeout_s"], "timing.case_timeout_s", float, MOST_S
         ),
     )
     if timing.max_samples < timing.min_samples:
@@ -433,5 +440,5 @@ def _sanitize(reader: _Reader, node: yaml.Node) -> SanitizeDefaults:
         tools.append(known[name])
     return SanitizeDefaults(
         tools=tuple(tools),
-        timeout_s=reader.scalar(fields["timeout_s"], "sanitize.timeout_s", float),
+        timeout_s=reader.scalar(fields["timeout_s"], "sanitize.timeout_s", float, MOST_S),
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,16 @@ class Skip(CellError):
     def __init__(self, reason: SkipReason, why: str):
         super().__init__(f"{reason.value}: {why}")
         self.skip_reason = reason
+
+
+# Characters no page or terminal may be sent as they are (C0 and C1 controls, DEL): none is
+# valid HTML or XML 1.0, and ESC sequences restyle a terminal
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def shown_controls(text: str) -> str:
+    """`text` with each control character written as \\xNN, visible; newlines and tabs kept."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def bounded(text: str, limit: int) -> str:

@@ -21,7 +21,7 @@ import jinja2
 import markupsafe
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import ABComparison, Cell, CellKind, Outcome
+from harness.model.result import ABComparison, Cell, CellKind, Outcome, shown_controls
 from harness.report.charts import rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
@@ -31,7 +31,6 @@ from harness.report.summary import (
     describe_ab,
     natural_key,
     row_key,
-    shown_controls,
 )
 from harness.report.verdict import Judgement, Verdict
 

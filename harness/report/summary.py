@@ -29,6 +29,7 @@ from harness.model.result import (
     Outcome,
     Report,
     SkipReason,
+    shown_controls,
 )
 from harness.report.merge import ReportSet
 from harness.report.verdict import Judgement, Verdict, unconfirmed
@@ -70,8 +71,6 @@ def row_key(kind: CellKind, row: str) -> tuple:
     return (kind.rank, natural_key(row))
 
 
-# Characters no page may carry as they are (C0 and C1 controls, DEL): none is valid HTML
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # What makes text markup: code spans, links and images, emphasis, strikethrough, table cells.
 _MARKUP = re.compile(r"[\\`*~\[\]|]")
 # An underscore emphasises only where a word does not go on across it (scale_bias stays).
@@ -79,11 +78,6 @@ _LONE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 # GitHub's autolinks: a scheme's "://", "www." and an e-mail address's "@"
 _URL = re.compile(r"://|(?i:\bwww)\.")
 _ADDRESS = re.compile(r"@(?=[\w-]+(?:\.[\w-]+)+)")  # sm_90a@vm is none: no dot after it
-
-
-def shown_controls(text: str) -> str:
-    """`text` with each control character written as \\xNN, visible; newlines and tabs kept."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def _visible(text: str) -> str:

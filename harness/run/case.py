@@ -39,7 +39,14 @@ from harness.model.result import (
 from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
-from harness.run.launch import POISON_BYTE, SECOND_POISON_BYTE, HostStaging, Module, Workspace
+from harness.run.launch import (
+    POISON_BYTE,
+    SECOND_POISON_BYTE,
+    HostStaging,
+    Module,
+    Workspace,
+    check_fits,
+)
 from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
@@ -375,6 +382,7 @@ class GpuRuntime:
     def upload(self, kernel: LoadedKernel, module: Module, problem: Problem) -> Workspace:
         """The problem's buffers and launches on the device; a problem the launches cannot be
         made of (a buffer name unknown, an argument of the wrong type) is the spec's error."""
+        check_fits(problem, self.info)
         try:
             return Workspace(self.device, self.stream, module, problem)
         except (KeyError, TypeError, ValueError) as error:
@@ -413,6 +421,7 @@ class GpuRuntime:
             smem_optin_bytes=self.info.smem_optin_bytes,
             l2_bytes=self.info.l2_bytes,
             max_blocks_per_sm=max_blocks_per_sm,
+            memory_bytes=self.info.memory_bytes,
         )
 
     def _verify_fresh(

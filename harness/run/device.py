@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from harness.model.matrix import ComputeCapability, DevicePeaks, Matrix
 
@@ -21,6 +22,7 @@ class DeviceInfo:
     peaks: DevicePeaks | None  # from matrix.yaml's devices, by name
     default_sm_clock_mhz: float | None = None  # what throttling is measured against
     uuid: str | None = None  # this very GPU, among many of its model; None: the driver did not say
+    memory_bytes: int | None = None  # global memory; None: the driver did not say
 
 
 class DeviceMissing(Exception):
@@ -51,6 +53,7 @@ def probe(matrix: Matrix, ordinal: int = 0) -> DeviceInfo:
         peaks=matrix.devices.get(device.name),
         default_sm_clock_mhz=properties.clock_rate / 1000.0 or None,  # the driver says kHz
         uuid=_uuid(device),
+        memory_bytes=_memory_bytes(driver, ordinal),
     )
 
 
@@ -68,6 +71,15 @@ def probe_all(matrix: Matrix) -> list[DeviceInfo]:
         with contextlib.suppress(DeviceMissing):  # one that cannot be opened is left out
             found.append(probe(matrix, ordinal))
     return found
+
+
+def _memory_bytes(driver: Any, ordinal: int) -> int | None:
+    """The device's global memory (cuda.core's properties do not give it)."""
+    error, handle = driver.cuDeviceGet(ordinal)
+    if error != driver.CUresult.CUDA_SUCCESS:
+        return None
+    error, total = driver.cuDeviceTotalMem(handle)
+    return int(total) if error == driver.CUresult.CUDA_SUCCESS else None
 
 
 def _uuid(device: object) -> str | None:

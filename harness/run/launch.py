@@ -150,6 +150,18 @@ def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
     ]
 
 
+def check_fits(problem: Problem, info: DeviceInfo) -> None:
+    """DeviceUnsupported, with the figures, when the problem's buffers need more than the
+    device's global memory: this GPU cannot run the case, a larger one can."""
+    arrays = [*problem.inputs.values(), *problem.outputs.values(), *problem.scratch.values()]
+    needed = sum(int(getattr(array, "nbytes", 0)) + 2 * GUARD_BYTES for array in arrays)
+    if info.memory_bytes is not None and needed > info.memory_bytes:
+        raise DeviceUnsupported(
+            f"its buffers (inputs, outputs, scratch) need {needed / 2**30:.2f} GiB of device "
+            f"memory; {info.name} has {info.memory_bytes / 2**30:.2f} GiB"
+        )
+
+
 class Workspace:
     """The device buffers and launch arguments of one Problem, ready to run again and again."""
 
