@@ -205,6 +205,13 @@ def compile_all(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "compile", *session.posargs)
 
 
+@nox.session(name="check")
+def check_all(session: nox.Session) -> None:
+    """Compile every kernel for every target and check each case's spec on the CPU; no GPU."""
+    _install(session, "-r", "requirements.txt", *_toolkit_wheels())
+    session.run("python", "-m", "harness", "check", *session.posargs)
+
+
 @nox.session(name="base-image", venv_backend="none")
 def base_image(session: nox.Session) -> None:
     """Make each toolkit's Debian base image locally (debootstrap + docker import)."""

@@ -1,4 +1,5 @@
 """Command line: `python -m harness test sm_90a`, `python -m harness compile`,
+`python -m harness check sm_90a`,
 `python -m harness sanitize sm_90a`, `python -m harness ab sm_90a --base main`,
 `python -m harness report`: the arguments parsed here, each command run by its module of
 harness.commands.
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import ab as ab_command
+from harness.commands import check as check_command
 from harness.commands import compile as compile_command
 from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
@@ -25,6 +27,7 @@ COMMANDS = {
     "test": test_command.main,
     "sanitize": sanitize_command.main,
     "compile": compile_command.main,
+    "check": check_command.main,
     "report": report_command.main,
     "ab": ab_command.main,
 }
@@ -65,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     build = commands.add_parser("compile", parents=[common], help="compile, run nothing")
     build.add_argument("targets", nargs="*", help="default: every target")
+    check = commands.add_parser(
+        "check", parents=[common], help="compile, and check every case on the CPU, no GPU used"
+    )
+    check.add_argument("targets", nargs="*", help="default: every target")
     report = commands.add_parser("report", help="merge reports; summary, dashboard, history")
     report.add_argument("files", nargs="*", type=Path, help="default: reports/junit-*.xml")
     report.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")

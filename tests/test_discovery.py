@@ -11,7 +11,6 @@ import pytest
 from harness.model import declared
 from harness.model.discovery import Kernel, kernel_folders, load_kernel
 from harness.model.result import SpecError
-from harness.run.verify import check_reference_fits
 from harness.spec import RequireAny, RequireArch
 from tests.conftest import CORPUS, ROOT, SLOWDOWN, limits_for_cpu_tests
 
@@ -111,22 +110,18 @@ def test_a_tolerance_that_cannot_be_used_is_refused_naming_spec_and_case(planted
     assert f"{spec}: case 'n1': {said}" in str(broken)
 
 
-@pytest.mark.parametrize(
-    ("kernel", "case"),
-    [(k, c) for k in SHIPPED.values() for c in k.spec.cases],
-    ids=lambda item: getattr(item, "classname", None) or getattr(item, "name", None),
-)
-def test_every_case_sets_up_and_its_reference_fits_the_outputs(kernel, case):
-    """What CI can check of a spec without a GPU: setup, work and the reference's shape."""
-    problem = kernel.spec.setup(case, np.random.default_rng(0), limits_for_cpu_tests())
-    assert problem.launches, "a problem launches something"
-    seen = problem.case_seen_by(case)
-    check_reference_fits(
-        kernel.classname, problem.outputs, kernel.spec.reference(seen, problem.inputs)
-    )
-    work = kernel.spec.work(seen)
-    if kernel.classname in CORPUS:  # every chapter kernel has its point on the roofline
-        assert work.bytes + work.flops > 0
+def test_every_chapter_case_that_states_its_work_has_its_point_on_the_roofline():
+    """Setup, launches and references of every case are checked on a CPU by the product
+    itself (tests/test_spec_check.py); here, what a chapter kernel's work() says up front."""
+    stated = [
+        (kernel.classname, case.name, case.work)
+        for kernel in SHIPPED.values()
+        if kernel.classname in CORPUS
+        for case in kernel.declared.cases
+        if case.work is not None
+    ]
+    assert len(stated) > 100
+    assert [s for s in stated if s[2].bytes + s[2].flops <= 0] == []
 
 
 def test_the_planted_slowdown_is_judged_as_the_chapter_kernel_it_slows():

@@ -15,7 +15,7 @@ KINDS = ("test", "sanitize", "ab")
 
 def test_sessions_follow_the_matrix(matrix):
     per_target = [f"{kind}-{t.session}" for t in matrix.targets.values() for kind in KINDS]
-    expected = [*per_target, "compile", "tests", "lint"]
+    expected = [*per_target, "compile", "check", "tests", "lint"]
     listed = subprocess.run(
         [sys.executable, "-m", "nox", "-l", "--json", "-s", *expected],
         capture_output=True,
@@ -31,7 +31,7 @@ def test_sessions_follow_the_matrix(matrix):
         assert (
             "in the image or on the host" in sessions[f"sanitize-{target.session}"]["description"]
         )
-    for name in ("compile", "tests", "lint"):
+    for name in ("compile", "check", "tests", "lint"):
         assert sessions[name]["description"]
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import ml_dtypes
 import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
 from harness.model.result import SpecError
-from harness.run.case import checked_work
 from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,
     check_reference_fits,
+    checked_work,
     compare,
     tolerance_for,
     unchanged,
@@ -127,11 +125,10 @@ def test_a_reference_of_the_wrong_shape_or_dtype_is_a_spec_error():
     ],
 )
 def test_a_work_that_is_no_count_is_the_specs_error(work, said):
-    kernel = SimpleNamespace(classname="ch.k")
     with pytest.raises(SpecError, match=r"^ch\.k spec work\(\) returned ") as error:
-        checked_work(kernel, work)
+        checked_work("ch.k", work)
     assert said in str(error.value)
-    assert checked_work(kernel, Work(bytes=8, flops=0)) == Work(bytes=8, flops=0)
+    assert checked_work("ch.k", Work(bytes=8, flops=0)) == Work(bytes=8, flops=0)
 
 
 def test_bf16_outputs_compare_at_bf16_precision_and_name_the_bad_element():

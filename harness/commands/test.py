@@ -27,6 +27,7 @@ from pathlib import Path
 from harness.commands import environment
 from harness.commands.console import Progress, print_summary
 from harness.commands.stage import (
+    CompileStage,
     RunCell,
     RunOptions,
     RunResult,
@@ -36,6 +37,7 @@ from harness.commands.stage import (
     settled_cell,
     start_run,
 )
+from harness.compile.nvcc import Compiled
 from harness.compile.toolchain import Toolchain
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel
@@ -47,6 +49,8 @@ from harness.model.result import (
     Provenance,
     Report,
     ReportError,
+    Skip,
+    SpecError,
     Unavailable,
 )
 from harness.report import store
@@ -61,6 +65,7 @@ from harness.run.schedule import (
     grouped_pipeline_order,
     shard,
 )
+from harness.run.spec_check import check_kernels
 from harness.run.worker import CaseJob, Prepare, WorkerSetup
 
 
@@ -89,13 +94,15 @@ def run_target(
     devices: Sequence[DeviceInfo] | Unavailable,
     workers: Workers = Workers(),
     execute: bool = True,
+    kind: str = "",
 ) -> RunResult:
     """`devices`: every GPU to spread the cases over, or why there is none; `execute` False
-    compiles only (the compile command)."""
+    compiles only (the compile command); `kind` names the report (`<kind>-<target>.xml`),
+    by default `junit`, or `compile` for a compile only."""
     started = time.monotonic()
     first = devices if isinstance(devices, Unavailable) else devices[0]
     target = options.target
-    kind = "junit" if execute else "compile"
+    kind = kind or ("junit" if execute else "compile")
     files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
     last_run = _expected_of_last_run(files.json)  # before this run replaces it
     with contextlib.ExitStack() as up:
@@ -179,9 +186,13 @@ def _run_cases(
         )
     }
     jobs = []
+    unrunnable: list[tuple[Kernel, Skip]] = []
     for kernel in stage.kernels:
         try:
             binary = runnable_binary(target, first, stage.builds[kernel.classname])
+        except Skip as cannot:
+            unrunnable.append((kernel, cannot))
+            continue
         except CellError as cannot:
             for case_cell in _case_cells(kernel):
                 report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
@@ -189,6 +200,7 @@ def _run_cases(
         for case in kernel.declared.cases:
             key = (kernel.classname, case.name)
             jobs.append(_Job(kernel, case, binary, expected(key, last_run, case.work)))
+    report.cells += _checked_here(unrunnable, stage, matrix, target, where)
     store.write(files, report)
     if jobs and not isinstance(devices, Unavailable):
         _run_jobs(jobs, list(devices), gpus, matrix, target, where, report, files)
@@ -209,6 +221,35 @@ def _shared_gpu(cells: list[Cell]) -> str | None:
         f"{len(shared)} of {len(timed)} timed cells ran while another process used the GPU "
         f"(the first, {first.classname} {first.name}: {why})"
     )
+
+
+def _checked_here(
+    unrunnable: list[tuple[Kernel, Skip]],
+    stage: CompileStage,
+    matrix: Matrix,
+    target: Target,
+    where: Provenance,
+) -> list[Cell]:
+    """The case cells of kernels that cannot run here (no GPU, or not this one), each checked
+    on this machine's CPU (harness.run.spec_check): an error where its spec would break it on
+    a GPU, else skipped with why it did not run."""
+    builds = {kernel.classname: stage.builds[kernel.classname] for kernel, _ in unrunnable}
+    findings = check_kernels(
+        [kernel for kernel, _ in unrunnable],
+        {name: b.resources if isinstance(b, Compiled) else None for name, b in builds.items()},
+        target,
+        matrix.timer.case_timeout_s,
+    )
+    cells = []
+    for kernel, cannot in unrunnable:
+        for case_cell in _case_cells(kernel):
+            found = findings[kernel.classname][case_cell.case]
+            settled = SpecError(found) if found else cannot.adding(CHECKED)
+            cells.append(settled_cell(kernel, case_cell, target, where, settled))
+    return cells
+
+
+CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
 
 
 def _case_cells(kernel: Kernel) -> list[RunCell]:

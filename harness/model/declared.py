@@ -18,6 +18,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -184,16 +185,49 @@ def read_all(spec_files: list[Path], timeout_s: float) -> dict[Path, Declared | 
     """Each spec's declaration, read in a child of its own; SpecError naming the spec file
     where it cannot be used, the import's own failures included (it raised, exited, hung past
     `timeout_s`, or left a thread running)."""
+    answers = in_spec_children([(spec, None) for spec in spec_files], _declare, timeout_s)
+    found: dict[Path, Declared | SpecError] = {}
+    for spec_file, answer in answers.items():
+        if isinstance(answer, SpecError):
+            found[spec_file] = answer
+            continue
+        try:
+            found[spec_file] = Declared.from_json(answer)
+        except ValueError as error:
+            found[spec_file] = SpecError(f"{spec_file}: its process sent {error}")
+    return found
+
+
+def _declare(spec_file: Path, _: None) -> Any:
+    """In the spec's child: its declaration, as JSON."""
+    from harness.model.discovery import KernelFolder, load_kernel
+
+    return load_kernel(KernelFolder.of(spec_file)).declared.to_json()
+
+
+def in_spec_children(
+    jobs: list[tuple[Path, Any]],
+    work: Callable[[Path, Any], Any],
+    timeout_s: float,
+    doing: str = "importing it",
+) -> dict[Path, Any]:
+    """`work(spec_file, argument)` for each job, each in a child of that spec's own, at most a
+    core's worth at once: what it returned (JSON), or a SpecError naming the spec file where
+    it raised one, raised anything else, exited, hung past `timeout_s` or left a thread
+    running; `doing` says what the child was doing in those messages. `work` must be a module's
+    function (the child imports it by name), its argument and result plain JSON."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     parallel = max(1, os.cpu_count() or 1)
-    pending = list(spec_files)
+    pending = list(jobs)
     running: list[_Child] = []
-    found: dict[Path, Declared | SpecError] = {}
+    found: dict[Path, Any] = {}
     try:
         while pending or running:
             while pending and len(running) < parallel:
-                running.append(_Child.start(context, pending.pop(0), timeout_s))
+                spec_file, argument = pending.pop(0)
+                child = _Child.start(context, spec_file, work, argument, timeout_s, doing)
+                running.append(child)
             soonest = min(child.deadline for child in running)
             ready = wait(
                 [child.conn for child in running] + [child.process.sentinel for child in running],
@@ -201,13 +235,16 @@ def read_all(spec_files: list[Path], timeout_s: float) -> dict[Path, Declared | 
             )
             for child in list(running):
                 result = child.result(ready)
-                if result is not None:
+                if result is not _PENDING:
                     found[child.spec_file] = result
                     running.remove(child)
     finally:
         for child in running:
             child.kill()
     return found
+
+
+_PENDING = object()  # a child that may still answer
 
 
 @dataclass
@@ -217,17 +254,28 @@ class _Child:
     conn: Connection
     deadline: float
     timeout_s: float
+    doing: str
 
     @classmethod
-    def start(cls, context: Any, spec_file: Path, timeout_s: float) -> _Child:
+    def start(
+        cls,
+        context: Any,
+        spec_file: Path,
+        work: Callable[[Path, Any], Any],
+        argument: Any,
+        timeout_s: float,
+        doing: str,
+    ) -> _Child:
         parent, child = context.Pipe(duplex=False)
-        process = context.Process(target=_declare, args=(spec_file, child), daemon=True)
+        process = context.Process(
+            target=_in_child, args=(spec_file, child, work, json.dumps(argument)), daemon=True
+        )
         process.start()
         child.close()
-        return cls(spec_file, process, parent, time.monotonic() + timeout_s, timeout_s)
+        return cls(spec_file, process, parent, time.monotonic() + timeout_s, timeout_s, doing)
 
-    def result(self, ready: list[Any]) -> Declared | SpecError | None:
-        """What the child said, or why it said nothing; None while it may still say it."""
+    def result(self, ready: list[Any]) -> Any:
+        """What the child said, or why it said nothing; _PENDING while it may still say it."""
         broken = f"{self.spec_file}: "
         if self.conn in ready:
             try:
@@ -236,15 +284,15 @@ class _Child:
                 message = None  # it ended without a word, or sent what no child of ours sends
             self.kill()
             if message is None:
-                return SpecError(broken + f"importing it ended the process ({self._ended()})")
-            return _answer(self.spec_file, message)
+                return SpecError(broken + f"{self.doing} ended the process ({self._ended()})")
+            return _answer(self.spec_file, message, self.doing)
         if self.process.sentinel in ready:
             self.kill()
-            return SpecError(broken + f"importing it ended the process ({self._ended()})")
+            return SpecError(broken + f"{self.doing} ended the process ({self._ended()})")
         if time.monotonic() >= self.deadline:
             self.kill()
-            return SpecError(broken + f"importing it did not finish within {self.timeout_s:g} s")
-        return None
+            return SpecError(broken + f"{self.doing} did not finish within {self.timeout_s:g} s")
+        return _PENDING
 
     def _ended(self) -> str:
         self.process.join(timeout=5)
@@ -260,7 +308,7 @@ class _Child:
         self.conn.close()
 
 
-def _answer(spec_file: Path, message: Any) -> Declared | SpecError:
+def _answer(spec_file: Path, message: Any, doing: str) -> Any:
     if not isinstance(message, dict):
         return SpecError(f"{spec_file}: its process sent {type(message).__name__}, not a reply")
     if isinstance(message.get("error"), str):
@@ -268,19 +316,16 @@ def _answer(spec_file: Path, message: Any) -> Declared | SpecError:
     threads = message.get("threads")
     if threads:
         return SpecError(
-            f"{spec_file}: importing it left threads running ({', '.join(map(str, threads))}): "
+            f"{spec_file}: {doing} left threads running ({', '.join(map(str, threads))}): "
             "a spec may not start work that outlives its import in the harness's processes"
         )
-    try:
-        return Declared.from_json(message.get("declared"))
-    except ValueError as error:
-        return SpecError(f"{spec_file}: its process sent {error}")
+    return message.get("result")
 
 
-def _declare(spec_file: Path, conn: Connection) -> None:
-    """In the spec's child: import it, send its declaration (or its error), exit at once."""
-    from harness.model.discovery import KernelFolder, load_kernel
-
+def _in_child(
+    spec_file: Path, conn: Connection, work: Callable[[Path, Any], Any], argument: str
+) -> None:
+    """In the spec's child: `work` on it, its result (or its error) sent, exit at once."""
     os.setsid()  # its group is ours to kill, with whatever the spec starts
     with open(os.devnull, "w") as nowhere:
         os.dup2(nowhere.fileno(), 1)
@@ -288,8 +333,7 @@ def _declare(spec_file: Path, conn: Connection) -> None:
     before = set(threading.enumerate())
     message: dict[str, Any]
     try:
-        kernel = load_kernel(KernelFolder.of(spec_file))
-        message = {"declared": kernel.declared.to_json()}
+        message = {"result": work(spec_file, json.loads(argument))}
     except SpecError as error:
         message = {"error": str(error)}
     except Exception as error:  # a SPEC the checks let through, yet unreadable: the spec's

@@ -97,6 +97,11 @@ class Skip(CellError):
     def __init__(self, reason: SkipReason, why: str):
         super().__init__(f"{reason.value}: {why}")
         self.skip_reason = reason
+        self.reason, self.why = reason, why
+
+    def adding(self, more: str) -> Skip:
+        """This skip, with `more` said after its why."""
+        return Skip(self.reason, f"{self.why}; {more}")
 
 
 # Characters no page or terminal may be sent as they are (C0 and C1 controls, DEL): none is

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import time
 import traceback
@@ -53,8 +52,8 @@ from harness.run.sharing import Neighbours, shared_why
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
-from harness.run.verify import check_reference_fits, compare, unchanged
-from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef, Work
+from harness.run.verify import check_reference_fits, checked_work, compare, unchanged
+from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef
 
 T = TypeVar("T")
 
@@ -118,21 +117,6 @@ def _spec_step(kernel: LoadedKernel, step: str, call: Callable[..., T], *args: A
     except Exception as error:  # anything a user's spec raises belongs to its cell
         message, detail = describe_exception(error)
         raise SpecError(f"{kernel.classname} spec {step}() raised {message}", detail) from error
-
-
-def checked_work(kernel: LoadedKernel, work: object) -> Work:
-    """What work() returned, when it is a Work of counts (finite, 0 or more); else the spec's
-    error: a negative count would show as negative GB/s, not as a broken spec."""
-    if not isinstance(work, Work):
-        raise SpecError(f"{kernel.classname} spec work() returned {work!r}, not a Work")
-    for count in ("bytes", "flops"):
-        value = getattr(work, count)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or value < 0:
-            raise SpecError(
-                f"{kernel.classname} spec work() returned {count}={value!r}: a count, 0 or more"
-            )
-    return work
 
 
 class GpuRuntime:
@@ -272,7 +256,7 @@ class GpuRuntime:
         """The host memory a case's inputs and reference hold, as the bytes its kernel moves
         (its spec's work()); AHEAD_UNKNOWN_BYTES where work() cannot say."""
         try:
-            work = checked_work(upcoming.kernel, upcoming.kernel.spec.work(upcoming.case))
+            work = checked_work(upcoming.kernel.classname, upcoming.kernel.spec.work(upcoming.case))
         except Exception:  # its own cell reports what work() raised
             return AHEAD_UNKNOWN_BYTES
         return int(work.bytes)
@@ -325,7 +309,9 @@ class GpuRuntime:
             if fresh is not None and cell.outcome is Outcome.PASSED:
                 seen = workspace.problem.case_seen_by(case)
                 inputs = workspace.problem.inputs
-                work = checked_work(kernel, _spec_step(kernel, "work", kernel.spec.work, seen))
+                work = checked_work(
+                    kernel.classname, _spec_step(kernel, "work", kernel.spec.work, seen)
+                )
                 with spent.on("timing"):
                     timing = self.measure(workspace.run, workspace.reset_scratch)
                 cell.timing = timing

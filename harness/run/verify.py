@@ -8,6 +8,7 @@ float64. Only a mismatch pays for the full, float64 account of where and by how 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
 
@@ -15,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.model.result import SpecError
-from harness.spec import Case, Tolerance
+from harness.spec import Case, Tolerance, Work
 
 DEFAULT_TOLERANCE = {
     np.dtype(np.float32): Tolerance(rtol=1e-4, atol=1e-4),
@@ -75,6 +76,21 @@ def check_reference_fits(
                 f"{classname}: reference {name!r} is {want.dtype}{list(want.shape)}, but the "
                 f"output is {template.dtype}{list(template.shape)}"
             )
+
+
+def checked_work(classname: str, work: object) -> Work:
+    """What work() returned, when it is a Work of counts (finite, 0 or more); else the spec's
+    error: a negative count would show as negative GB/s, not as a broken spec."""
+    if not isinstance(work, Work):
+        raise SpecError(f"{classname} spec work() returned {work!r}, not a Work")
+    for count in ("bytes", "flops"):
+        value = getattr(work, count)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0:
+            raise SpecError(
+                f"{classname} spec work() returned {count}={value!r}: a count, 0 or more"
+            )
+    return work
 
 
 def compare(

@@ -1,0 +1,27 @@
+"""`check [targets]`: every kernel built for every target named (all by default) and each case
+checked on the CPU, no GPU used (harness.run.spec_check): a spec that would break its cases on a
+GPU is an error cell, found on a machine without one. Each target's cells go to
+`reports/check-<target>.xml`; `test` does the same check wherever it has no GPU for a kernel."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands import environment
+from harness.commands.console import print_summary
+from harness.commands.test import run_target
+from harness.model.result import Unavailable
+
+NOT_RUN = "check: the cases are checked on the CPU, never run"
+
+
+def main(args: argparse.Namespace) -> int:
+    matrix, targets = environment.matrix_and_targets(args.matrix, args.targets)
+    nvcc = environment.toolchain()
+    ok = True
+    for target in targets:
+        options = environment.run_options(args, target)
+        result = run_target(matrix, options, nvcc, Unavailable(NOT_RUN), kind="check")
+        print_summary(result)
+        ok &= result.ok
+    return 0 if ok else 1

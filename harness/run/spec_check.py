@@ -1,0 +1,261 @@
+"""A kernel's cases checked where no GPU runs them: CPU CI, a target this GPU cannot run.
+
+For every case, on each stand-in device of the target's family: setup() is called with that
+device's limits, its Problem checked as a launch would use it (buffers are arrays with names the
+arguments find, every entry is in the binary, grids and blocks are launchable, every scalar is one
+cuda.core can pass), the reference called and held to the outputs, and work() held to counts.
+What would break the case on a GPU is the spec's error, found here, before an image is built and
+a GPU queued for. A spec runs in a child of its own (model.declared.in_spec_children), as it is
+for its declaration, so what it does reaches no other kernel's cells.
+
+The stand-ins are a GPU of each family with public figures (A100, H100, B200); occupancy comes
+from the build's ptxas resources, as the occupancy calculator computes it: near the driver's
+answer, which a spec reads only to size a grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.model.declared import in_spec_children
+from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
+from harness.model.matrix import Target
+from harness.model.result import Resources, SpecError
+from harness.run.verify import check_reference_fits, checked_work
+from harness.spec import Buf, DeviceLimits, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
+
+MAX_BLOCK_THREADS = 1024
+SWIZZLES = (0, 32, 64, 128)
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A device of a family, as far as setup() reads one, and what occupancy is made of."""
+
+    name: str
+    sm_count: int
+    smem_optin_bytes: int
+    smem_per_sm_bytes: int
+    l2_bytes: int
+    memory_bytes: int
+    registers_per_sm: int = 65536
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+# By compute capability major: the family's first data-centre GPU's public figures
+STAND_INS = {
+    8: StandIn("a CC 8.x stand-in (A100 80GB)", 108, 163 * KIB, 164 * KIB, 40 * MIB, 80 * GIB),
+    9: StandIn("a CC 9.x stand-in (H100 SXM)", 132, 227 * KIB, 228 * KIB, 50 * MIB, 80 * GIB),
+    10: StandIn("a CC 10.x stand-in (B200)", 148, 227 * KIB, 228 * KIB, 126 * MIB, 180 * GIB),
+}
+
+
+def stand_in_for(target: Target) -> StandIn:
+    """The stand-in of the target's family; the nearest older one for a family not listed."""
+    known = [major for major in STAND_INS if major <= target.cc.major] or [min(STAND_INS)]
+    return STAND_INS[max(known)]
+
+
+def check_kernels(
+    kernels: list[Kernel],
+    resources: Mapping[str, Mapping[str, Resources] | None],
+    target: Target,
+    timeout_s: float,
+) -> dict[str, dict[str, str | None]]:
+    """Each kernel's cases, by classname and case name: None where the case would launch as
+    its spec says, else what is wrong, naming the case and device. A kernel whose child failed
+    (its spec hung, exited, or raised outside a case) has that as every case's finding.
+    `resources`: each kernel's build's entry points (None: no build to hold the entries to)."""
+    stand_in = stand_in_for(target)
+    jobs = []
+    for kernel in kernels:
+        built = resources.get(kernel.classname)
+        plan = {
+            "cc": [target.cc.major, target.cc.minor],
+            "device": dataclasses.asdict(stand_in),
+            "entries": None if built is None else {e: vars(r) for e, r in built.items()},
+        }
+        jobs.append((kernel.folder / "spec.py", plan))
+    per_case = max((len(k.declared.cases) for k in kernels), default=1)
+    answers = in_spec_children(jobs, _check, timeout_s * per_case, "checking its cases")
+    found: dict[str, dict[str, str | None]] = {}
+    for kernel in kernels:
+        answer = answers.get(kernel.folder / "spec.py")
+        names = kernel.case_names
+        if isinstance(answer, dict) and set(answer) == set(names):
+            found[kernel.classname] = {name: _text_or_none(answer[name]) for name in names}
+        else:
+            why = str(answer) if isinstance(answer, SpecError) else "its check sent no answer"
+            found[kernel.classname] = dict.fromkeys(names, why)
+    return found
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) or value is None else repr(value)
+
+
+def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, str | None]:
+    """In the spec's child: each case's finding."""
+    kernel = load_kernel(KernelFolder.of(spec_file))
+    device = StandIn(**plan["device"])
+    entries = plan["entries"]
+    built = None if entries is None else {e: Resources(**r) for e, r in entries.items()}
+    limits = DeviceLimits(
+        cc=(plan["cc"][0], plan["cc"][1]),
+        sm_count=device.sm_count,
+        smem_optin_bytes=device.smem_optin_bytes,
+        l2_bytes=device.l2_bytes,
+        max_blocks_per_sm=lambda entry, threads, shmem: blocks_per_sm(
+            device, (built or {}).get(entry), threads, shmem
+        ),
+        memory_bytes=device.memory_bytes,
+    )
+    return {
+        case.name: _case_finding(kernel, case, limits, device, built) for case in kernel.spec.cases
+    }
+
+
+def _case_finding(
+    kernel: LoadedKernel,
+    case: Any,
+    limits: DeviceLimits,
+    device: StandIn,
+    entries: Mapping[str, Resources] | None,
+) -> str | None:
+    spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {device.name}"
+    try:
+        problem = spec.setup(case, np.random.default_rng(0), limits)
+    except DeviceUnsupported:
+        return None  # this device cannot run it, as the spec says: no error
+    except Exception as error:
+        return f"{where}: setup() raised {type(error).__name__}: {error}"
+    if not isinstance(problem, Problem):
+        return f"{where}: setup() returned {type(problem).__name__}, not a Problem"
+    why = problem_finding(problem, entries, device)
+    if why:
+        return f"{where}: {why}"
+    seen = problem.case_seen_by(case)
+    try:
+        expected = spec.reference(seen, problem.inputs)
+        check_reference_fits(kernel.classname, problem.outputs, expected, case)
+        checked_work(kernel.classname, spec.work(seen))
+    except SpecError as error:
+        return f"{where}: {error}"
+    except Exception as error:
+        return f"{where}: reference() or work() raised {type(error).__name__}: {error}"
+    return None
+
+
+def problem_finding(
+    problem: Problem, entries: Mapping[str, Resources] | None, device: StandIn
+) -> str | None:
+    """What about `problem` no launch could take; None when nothing."""
+    buffers: dict[str, Any] = {}
+    for group in ("inputs", "outputs", "scratch"):
+        named = getattr(problem, group)
+        if not isinstance(named, Mapping):
+            return f"{group} is a {type(named).__name__}, not a mapping of names to arrays"
+        for name, array in named.items():
+            if not isinstance(array, np.ndarray):
+                return f"{group[:-1] if group != 'scratch' else group} {name!r} is a " + (
+                    f"{type(array).__name__}, not a numpy array"
+                )
+            if name in buffers:
+                return f"buffer name {name!r} is used twice"
+            buffers[name] = array
+    launches = problem.launches
+    if not isinstance(launches, tuple | list) or not launches:
+        return "the problem launches nothing"
+    for index, launch in enumerate(launches):
+        if not isinstance(launch, Launch):
+            return f"launch {index} is {type(launch).__name__}, not a Launch"
+        if why := _launch_finding(launch, buffers, entries, device):
+            return f"launch {index} ({launch.entry}): {why}"
+    return None
+
+
+def _launch_finding(
+    launch: Launch,
+    buffers: Mapping[str, np.ndarray],
+    entries: Mapping[str, Resources] | None,
+    device: StandIn,
+) -> str | None:
+    if entries is not None and launch.entry not in entries:
+        listed = ", ".join(sorted(entries)[:20]) or "none"
+        return f"the binary has no entry {launch.entry!r} (its entries: {listed})"
+    for what, dims in (("grid", launch.grid), ("block", launch.block), ("cluster", launch.cluster)):
+        if dims is None and what == "cluster":
+            continue
+        if not _dim3(dims):
+            return f"{what} {dims!r} is not three whole numbers, 1 or more"
+    threads = math.prod(launch.block)
+    if threads > MAX_BLOCK_THREADS:
+        return f"block {launch.block} is {threads} threads, more than {MAX_BLOCK_THREADS}"
+    if launch.cluster and any(g % c for g, c in zip(launch.grid, launch.cluster, strict=True)):
+        return f"grid {launch.grid} is not a multiple of cluster {launch.cluster}"
+    shmem = launch.shmem_bytes
+    if not isinstance(shmem, int) or isinstance(shmem, bool) or shmem < 0:
+        return f"shmem_bytes {shmem!r} is not a byte count"
+    if shmem > device.smem_optin_bytes:
+        return f"{shmem} bytes of dynamic shared memory, beyond {device.smem_optin_bytes}"
+    for position, arg in enumerate(launch.args):
+        if why := _argument_finding(arg, buffers):
+            return f"argument {position}: {why}"
+    return None
+
+
+def _argument_finding(arg: object, buffers: Mapping[str, np.ndarray]) -> str | None:
+    if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
+        return f"names buffer {arg.name!r}, which the problem does not have ({sorted(buffers)})"
+    if isinstance(arg, TensorMap):
+        if buffers[arg.name].ndim != 2:
+            return f"a TensorMap over {arg.name!r}, which is not 2-D"
+        if arg.swizzle_bytes not in SWIZZLES:
+            return f"swizzle_bytes {arg.swizzle_bytes!r} is not one of {SWIZZLES}"
+        return None
+    if isinstance(arg, Scalar):
+        value = arg.value
+        if not isinstance(value, np.generic) or np.dtype(type(value)).kind not in "biuf":
+            return (
+                f"Scalar({value!r}) of {type(value).__name__}: a launch passes numpy scalars of "
+                "bool, integer and float types (np.int32(n), np.float32(x))"
+            )
+        return None
+    if isinstance(arg, Buf):
+        return None
+    return f"{arg!r} is not a Buf, Scalar or TensorMap"
+
+
+def _dim3(dims: object) -> bool:
+    return (
+        isinstance(dims, tuple)
+        and len(dims) == 3
+        and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)
+    )
+
+
+def blocks_per_sm(
+    device: StandIn, resources: Resources | None, threads: int, shmem_bytes: int
+) -> int:
+    """Resident blocks per SM, as the occupancy calculator has them: the least of what threads,
+    registers (a warp's in 256-register steps) and shared memory (1 KiB reserved per block)
+    allow, and the SM's block limit. 0 where one block does not fit."""
+    if threads <= 0:
+        return 0
+    warps = -(-threads // 32)
+    by_threads = device.threads_per_sm // (warps * 32)
+    registers = resources.registers if resources else 32
+    per_warp = -(-registers * 32 // 256) * 256
+    by_registers = device.registers_per_sm // (per_warp * warps) if per_warp else by_threads
+    smem = (resources.smem_bytes if resources else 0) + shmem_bytes + KIB
+    by_smem = device.smem_per_sm_bytes // smem
+    return max(0, min(device.blocks_per_sm, by_threads, by_registers, by_smem))

@@ -1,0 +1,132 @@
+"""`check`, and `test` wherever no GPU runs a kernel: each case's spec checked on the CPU, a broken
+one an error cell with its message, so CI without a GPU fails on it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from junitparser import Error, JUnitXml, Skipped
+
+from harness.commands.stage import RunOptions
+from harness.commands.test import CHECKED, run_target
+from harness.model.result import Outcome, Resources, Unavailable
+from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
+from harness.spec import Buf, Launch, Problem, Scalar, TensorMap
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "spec_checks"
+H100 = STAND_INS[9]
+
+
+def _cases(xml) -> dict[str, tuple[str, str]]:
+    """Each testcase by name: its outcome and message, as a JUnit reader sees them."""
+    found = {}
+    for suite in JUnitXml.fromfile(str(xml)):
+        for case in suite:
+            results = {type(r): r for r in case.result}
+            if Error in results:
+                found[f"{case.classname}::{case.name}"] = ("error", results[Error].message)
+            elif Skipped in results:
+                found[f"{case.classname}::{case.name}"] = ("skipped", results[Skipped].message)
+            else:
+                found[f"{case.classname}::{case.name}"] = ("passed", "")
+    return found
+
+
+def test_check_on_a_cpu_makes_each_broken_spec_an_error_cell_and_fails(tmp_path):
+    args = ["--kernels", str(FIXTURES), "--reports", str(tmp_path), "--cache", str(tmp_path / "c")]
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "check", "sm_90a", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    cases = _cases(tmp_path / "check-sm_90a.xml")
+    stand_in = "on a CC 9.x stand-in (H100 SXM)"
+    said = {
+        "missing_entry::n1": "launch 0 (add_onw): the binary has no entry 'add_onw' (its "
+        "entries: add_one)",
+        "setup_raises::n1000": "setup() raised ValueError: n=1000 is beyond what this spec can "
+        "set up",
+        "unpackable_argument::n1": "launch 0 (add_one): argument 2: Scalar(1) of int: a launch "
+        "passes numpy scalars",
+        "wrong_reference::n1000": "reference 'y' is float32[1001], but the output is float32[1000]",
+    }
+    for name, message in said.items():
+        outcome, shown = cases[f"planted.{name}[sm_90a]"]
+        kernel, case = name.split("::")
+        assert outcome == "error", (name, shown)
+        assert shown.startswith(f"planted.{kernel} case '{case}' {stand_in}: "), shown
+        assert message in shown, shown
+    for sound in ("sound::n1000", "sound::n1", "setup_raises::n1"):
+        outcome, shown = cases[f"planted.{sound}[sm_90a]"]
+        assert outcome == "skipped" and shown.endswith(CHECKED), (sound, shown)
+    errors = sorted(name for name, (outcome, _) in cases.items() if outcome == "error")
+    assert len(errors) == 7, errors  # the two cases of each broken spec, but setup_raises n1
+    assert "planted.wrong_reference::n1[sm_90a]" in done.stdout
+
+
+def test_every_shipped_case_checks_clean_on_a_cpu(matrix, toolchain, compile_cache, tmp_path):
+    options = RunOptions(
+        matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path, compile_cache, runner="ci"
+    )
+    report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    cases = [cell for cell in report.cells if cell.kind.value == "case"]
+    assert len(cases) > 100
+    unsound = [f"{c.classname} {c.case}: {c.message}" for c in cases if c.outcome is Outcome.ERROR]
+    assert unsound == []
+    checked = [c for c in cases if c.message.endswith(CHECKED)]
+    target_unsupported = [c for c in cases if c.skip_reason.value == "target-unsupported"]
+    assert len(checked) + len(target_unsupported) == len(cases)
+
+
+@pytest.mark.parametrize(
+    ("registers", "threads", "shmem", "blocks"),
+    [
+        (32, 256, 0, 8),  # threads bound: 2048 / 256
+        (128, 256, 0, 2),  # registers bound: 65536 / (128 * 256)
+        (32, 128, 100 * 1024, 2),  # shared memory bound: 228 KiB / (100 KiB + 1 KiB)
+        (32, 32, 0, 32),  # the SM's block limit
+        (255, 1024, 0, 0),  # one block does not fit its registers
+    ],
+)
+def test_occupancy_on_a_stand_in_follows_the_calculator(registers, threads, shmem, blocks):
+    resources = Resources(registers=registers, smem_bytes=0, spill_bytes=0, stack_bytes=0)
+    assert blocks_per_sm(H100, resources, threads, shmem) == blocks
+
+
+def _problem(*launches: Launch, **buffers) -> Problem:
+    inputs = buffers or {"x": np.zeros(8, np.float32)}
+    return Problem(inputs=inputs, outputs={"y": np.zeros(8, np.float32)}, launches=launches)
+
+
+@pytest.mark.parametrize(
+    ("launch", "said"),
+    [
+        (Launch("k", (0, 1, 1), (32, 1, 1), ()), "grid (0, 1, 1) is not three whole numbers"),
+        (Launch("k", (1, 1, 1), (2048, 1, 1), ()), "block (2048, 1, 1) is 2048 threads"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), (Buf("z"),)), "names buffer 'z', which the problem"),
+        (Launch("k", (3, 1, 1), (32, 1, 1), (), cluster=(2, 1, 1)), "not a multiple of cluster"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), (), shmem_bytes=300_000), "300000 bytes of dynamic"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), (TensorMap("x", (1, 8)),)), "'x', which is not 2-D"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), (Scalar(1.5),)), "Scalar(1.5) of float"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), ("x",)), "'x' is not a Buf, Scalar or TensorMap"),
+    ],
+)
+def test_a_launch_no_gpu_could_take_is_named(launch, said):
+    found = problem_finding(_problem(launch), {"k": Resources(32, 0, 0, 0)}, H100)
+    assert found is not None and said in found, found
+
+
+def test_a_sound_launch_and_buffers_that_are_no_arrays():
+    sound = Launch("k", (4, 1, 1), (32, 1, 1), (Buf("x"), Buf("y"), Scalar(np.int32(8))))
+    assert problem_finding(_problem(sound), {"k": Resources(32, 0, 0, 0)}, H100) is None
+    assert problem_finding(_problem(sound), None, H100) is None  # no build: entries not held
+    listed = problem_finding(_problem(sound, x=[1.0, 2.0]), None, H100)
+    assert listed == "input 'x' is a list, not a numpy array"
+    assert problem_finding(_problem(), None, H100) == "the problem launches nothing"
