@@ -250,6 +250,18 @@ class Vendor:
 
 
 @dataclass(frozen=True)
+class BuildOptions:
+    """How nvcc builds the kernel beyond the harness's own flags (-O3, -lineinfo, ptxas -v and
+    the target's gencode): the C++ standard, macros, and flags that change code generation
+    only (harness.model.build_options lists them); all of it in the compile cache key and the
+    compile cell."""
+
+    std: str = "c++17"  # c++17 or c++20
+    defines: Mapping[str, str | int] = field(default_factory=dict)  # -DNAME=VALUE
+    flags: tuple[str, ...] = ()  # -use_fast_math, --expt-relaxed-constexpr, -maxrregcount=64
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """Everything but `source` is given by keyword. `source` defaults to `<folder>.cu`."""
 
@@ -265,3 +277,4 @@ class KernelSpec:
     # SASS opcodes the binary must contain (HGMMA for a wgmma kernel): a build without them
     # compiled to a slower path, and its compile cell fails.
     sass_must_contain: tuple[str, ...] = ()
+    build: BuildOptions = field(default_factory=BuildOptions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
 from harness.compile.identity import IdentityError, code_identity, code_sections
 from harness.compile.nvcc import (
     Compiler,
@@ -23,7 +26,8 @@ from harness.compile.nvcc import (
     toolkit_fingerprint,
 )
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
-from harness.model.discovery import Kernel, kernel_folders, load_kernel
+from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
+from harness.model.result import Outcome, SpecError, Unavailable
 from tests.conftest import PLANTED, ROOT
 
 
@@ -348,3 +352,99 @@ def test_a_kernel_that_makes_nvcc_print_megabytes_keeps_its_start_and_end(
     assert result.resources["add_one"].registers > 0  # read from the whole log first
     (record,) = (tmp_path / "cache").rglob("*.json")
     assert len(json.loads(record.read_text())["log"]) == len(result.log)  # the cache keeps no more
+
+
+STYLED = """
+#include <concepts>
+#ifndef VEC
+#error "build with -DVEC=1, 2 or 4"
+#endif
+template <typename T> concept Real = std::floating_point<T>;  // C++20
+template <Real T> __device__ T plus_one(T v) { return v + T(1); }
+extern "C" __global__ void add_one(const float* x, float* y, int n) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  for (int k = 0; k < VEC; ++k) if (i + k < n) y[i + k] = plus_one(x[i + k]);
+}
+"""
+
+
+def _with_build(planted: Path, build: str) -> Path:
+    """add_one's folder with STYLED as its source and `build` as its spec's BuildOptions."""
+    folder = planted / "planted" / "add_one"
+    (folder / "add_one.cu").write_text(STYLED)
+    spec = folder / "spec.py"
+    text = spec.read_text().replace("SPEC = KernelSpec(", f"SPEC = KernelSpec(build={build}, ")
+    spec.write_text(
+        text.replace("from harness.spec import ", "from harness.spec import BuildOptions, ")
+    )
+    return folder
+
+
+def test_a_spec_s_standard_macros_and_flags_build_it_and_key_its_cache(
+    matrix, toolchain, planted, tmp_path
+):
+    sm90 = matrix.targets["sm_90a"]
+    _with_build(planted, 'BuildOptions(std="c++20", defines={"VEC": 4}, flags=("-use_fast_math",))')
+    styled = _kernel(planted, "add_one")
+    built = Compiler(toolchain, tmp_path / "cache").compile(styled, sm90)
+    assert built.binary is not None, built.log
+    assert ["-std=c++20", "-DVEC=4", "-use_fast_math"] == [
+        f for f in built.command if f in ("-std=c++20", "-DVEC=4", "-use_fast_math")
+    ]
+    assert "-std=c++17" not in built.command
+    plain = dataclasses.replace(
+        styled, declared=dataclasses.replace(styled.declared, build=("-std=c++17",))
+    )
+    assert cache_key(plain, sm90, "toolkit") != cache_key(styled, sm90, "toolkit")
+    failed = Compiler(toolchain, tmp_path / "cache").compile(plain, sm90)
+    assert failed.binary is None and "build with -DVEC=1, 2 or 4" in failed.log
+
+
+@pytest.mark.parametrize(
+    ("build", "said"),
+    [
+        (
+            'BuildOptions(flags=("-Xcompiler=-B/tmp/evil",))',
+            "build flag '-Xcompiler=-B/tmp/evil' is refused",
+        ),
+        ('BuildOptions(flags=("-I/etc",))', "build flag '-I/etc' is refused"),
+        ('BuildOptions(flags=("--run",))', "build flag '--run' is refused"),
+        (
+            'BuildOptions(defines={"N": "1;touch /tmp/x"})',
+            "build define N='1;touch /tmp/x': a value of",
+        ),
+        ('BuildOptions(defines={"1N": 1})', "build define '1N' is not a macro name"),
+        ('BuildOptions(std="c++98")', "build std 'c++98' is not one of c++17, c++20"),
+    ],
+)
+def test_build_options_that_could_leave_the_tree_or_run_a_program_are_refused(planted, build, said):
+    folder = _with_build(planted, build)
+    with pytest.raises(SpecError) as refused:
+        load_kernel(KernelFolder.of(folder / "spec.py"))
+    assert f"{folder / 'spec.py'}: {said}" in str(refused.value)
+
+
+def test_a_spec_that_sets_nvcc_flags_in_the_environment_changes_no_build(
+    matrix, toolchain, planted, tmp_path
+):
+    """Specs are imported in children of their own: NVCC_APPEND_FLAGS set by one at import never
+    reaches nvcc's environment, for its own build or another's."""
+    spec = planted / "planted" / "needs_sm90" / "spec.py"
+    spec.write_text(
+        'import os\nos.environ["NVCC_APPEND_FLAGS"] = "-DPLANTED_BY_A_SPEC"\n' + spec.read_text()
+    )
+    source = planted / "planted" / "add_one" / "add_one.cu"
+    source.write_text(
+        '#ifdef PLANTED_BY_A_SPEC\n#error "another spec set my flags"\n#endif\n'
+        + source.read_text()
+    )
+    options = RunOptions(
+        matrix.targets["sm_90a"], (planted,), tmp_path / "r", tmp_path / "c", select=""
+    )
+    report = run_target(
+        matrix, options, toolchain, Unavailable("compile only"), execute=False
+    ).report
+    compiled = {c.kernel: c for c in report.cells if c.case == "compile"}
+    assert compiled["add_one"].outcome is Outcome.PASSED, compiled["add_one"].message
+    assert compiled["needs_sm90"].outcome is Outcome.PASSED
+    assert "NVCC_APPEND_FLAGS" not in os.environ

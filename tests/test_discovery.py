@@ -178,6 +178,9 @@ def test_each_spec_is_read_in_a_child_of_its_own_so_a_hang_names_only_itself(pla
         {**_DECLARED, "requires": {"any": []}},
         {**_DECLARED, "requires": {"any": [{"any": [{"sm": [9, 0]}]}]}},
         {**_DECLARED, "sass_must_contain": "HGMMA"},
+        {**_DECLARED, "build": ["-std=c++17", "-Xcompiler=-B/tmp"]},
+        {**_DECLARED, "build": ["-DVEC=4"]},
+        {**_DECLARED, "build": ["-std=c++17", "-DN=1;reboot"]},
     ],
 )
 def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record):
@@ -188,7 +191,7 @@ def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record)
 def test_an_any_of_requirement_travels_from_the_spec_s_child_whole():
     either = RequireAny((RequireArch("sm_90a"), RequireArch("sm_100a")))
     any_of = {"any": [{"arch": "sm_90a"}, {"arch": "sm_100a"}]}
-    record = {**_DECLARED, "requires": any_of, "preload": []}
+    record = {**_DECLARED, "requires": any_of, "preload": [], "build": ["-std=c++17"]}
     read = declared.Declared.from_json(record)
     assert read.requires == either and read.to_json() == record
     assert str(either) == "require_arch(sm_90a) or require_arch(sm_100a)"

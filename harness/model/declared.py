@@ -19,14 +19,24 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from harness.model.build_options import flag_problem, nvcc_flags
 from harness.model.result import SpecError
 from harness.processes import describe_exit
-from harness.spec import KernelSpec, Math, RequireAny, RequireArch, Requirement, RequireSm, Work
+from harness.spec import (
+    BuildOptions,
+    KernelSpec,
+    Math,
+    RequireAny,
+    RequireArch,
+    Requirement,
+    RequireSm,
+    Work,
+)
 
 # What a spec's child may send: a spec's cases at ~100 bytes each, 500k of them.
 MAX_MESSAGE_BYTES = 64 << 20
@@ -52,6 +62,8 @@ class Declared:
     cases: tuple[DeclaredCase, ...]
     vendor: str | None  # the vendor library's name, as the report shows it
     preload: tuple[str, ...] = ()  # what the vendor imports: its worker imports it at start
+    # what the spec puts on nvcc's command line (build_options.nvcc_flags), its standard first
+    build: tuple[str, ...] = field(default_factory=lambda: nvcc_flags(BuildOptions()))
 
     @classmethod
     def of(cls, spec: KernelSpec) -> Declared:
@@ -62,6 +74,7 @@ class Declared:
             cases=tuple(DeclaredCase(case.name, _work_or_none(spec, case)) for case in spec.cases),
             vendor=spec.vendor.library if spec.vendor else None,
             preload=tuple(spec.vendor.preload) if spec.vendor else (),
+            build=nvcc_flags(spec.build),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +93,7 @@ class Declared:
             ],
             "vendor": self.vendor,
             "preload": list(self.preload),
+            "build": list(self.build),
         }
 
     @classmethod
@@ -102,9 +116,20 @@ class Declared:
                 cases=tuple(cases),
                 vendor=None if vendor is None else _str(vendor),
                 preload=tuple(_module_name(m) for m in _list(record["preload"])),
+                build=_build_from(record.get("build", ["-std=c++17"])),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
+
+
+def _build_from(record: Any) -> tuple[str, ...]:
+    flags = tuple(_list(record))
+    for flag in flags:
+        if why := flag_problem(flag):
+            raise ValueError(why)
+    if not flags or not flags[0].startswith("-std="):
+        raise ValueError(f"build flags {flags!r} do not start with the standard")
+    return flags
 
 
 def _requirement_json(requires: Requirement | None) -> dict[str, Any] | None:

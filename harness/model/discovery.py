@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.build_options import problem_with
 from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
 from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
@@ -132,7 +133,7 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
             f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
             "rename the case"
         )
-    if why := _requirement_problem(spec.requires):
+    if why := _requirement_problem(spec.requires) or problem_with(spec.build):
         raise broken(why)
     for case in spec.cases:
         if why := _tolerance_problem(case.tolerance):

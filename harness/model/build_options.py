@@ -1,0 +1,81 @@
+"""What a spec may ask of nvcc, and the flags that makes: a C++ standard, macros, and flags that
+change only the code generated. nvcc runs its tools through a shell and reads files a flag
+names, so anything else (an include path, a host compiler, a pre-include, -Xcompiler) could
+leave the kernel tree or run a program, and is refused, naming the flag."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from harness.spec import BuildOptions
+
+STANDARDS = ("c++17", "c++20")
+# Each a whole flag (fullmatch): code generation and diagnostics, nothing that names a file
+ALLOWED_FLAGS = (
+    r"--?use_fast_math",
+    r"--?(ftz|prec-div|prec-sqrt|fmad)=(true|false)",
+    r"--expt-relaxed-constexpr",
+    r"--(expt-)?extended-lambda",
+    r"--?maxrregcount=\d{1,3}",
+    r"--restrict",
+    r"--extra-device-vectorization",
+    r"--default-stream=(legacy|null|per-thread)",
+    r"-Xptxas=-O[0-3]",
+    r"--diag-suppress=\d+(,\d+)*",
+    r"-Wno-deprecated-(gpu-targets|declarations)",
+    r"-G",
+)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VALUE = re.compile(r"[A-Za-z0-9_.+-]*")  # no quote, space or shell character: nvcc's shell
+
+
+def problem_with(options: object) -> str | None:
+    """Why `options` cannot be built with; None when it can."""
+    if not isinstance(options, BuildOptions):
+        return f"build is {options!r}, not a BuildOptions(...)"
+    if options.std not in STANDARDS:
+        return f"build std {options.std!r} is not one of {', '.join(STANDARDS)}"
+    if not isinstance(options.defines, Mapping):
+        return f"build defines is {type(options.defines).__name__}, not a mapping"
+    for name, value in options.defines.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            return f"build define {name!r} is not a macro name"
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return f"build define {name} is {value!r}: a macro's value is an int or a string"
+        if not _VALUE.fullmatch(str(value)):
+            return (
+                f"build define {name}={value!r}: a value of letters, digits and _ . + - only "
+                "(nvcc passes it through a shell)"
+            )
+    if not isinstance(options.flags, tuple | list):
+        return f"build flags is {type(options.flags).__name__}, not a tuple of flags"
+    for flag in options.flags:
+        if not isinstance(flag, str) or not any(re.fullmatch(p, flag) for p in ALLOWED_FLAGS):
+            return (
+                f"build flag {flag!r} is refused: a spec's flags may change code generation "
+                "only, never name a file or a program (allowed: -use_fast_math, --ftz=, "
+                "--prec-div=, --prec-sqrt=, --fmad=, --expt-relaxed-constexpr, "
+                "--extended-lambda, -maxrregcount=N, --restrict, --extra-device-vectorization, "
+                "--default-stream=, -Xptxas=-O<n>, --diag-suppress=, -Wno-deprecated-*, -G)"
+            )
+    return None
+
+
+def nvcc_flags(options: BuildOptions) -> tuple[str, ...]:
+    """What `options` puts on nvcc's command line, in a fixed order (the cache key's): the
+    standard, the macros, the flags."""
+    defines = tuple(f"-D{name}={value}" for name, value in sorted(options.defines.items()))
+    return (f"-std={options.std}", *defines, *options.flags)
+
+
+def flag_problem(flag: object) -> str | None:
+    """Why `flag` is none nvcc_flags makes of sound options; None when it is one."""
+    if not isinstance(flag, str):
+        return f"{flag!r} is not a flag"
+    if flag.startswith("-std="):
+        return None if flag[5:] in STANDARDS else f"{flag} is not a standard of {STANDARDS}"
+    if flag.startswith("-D"):
+        name, _, value = flag[2:].partition("=")
+        return None if _NAME.fullmatch(name) and _VALUE.fullmatch(value) else f"{flag} refused"
+    return None if any(re.fullmatch(p, flag) for p in ALLOWED_FLAGS) else f"{flag} refused"
