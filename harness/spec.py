@@ -278,3 +278,7 @@ class KernelSpec:
     # compiled to a slower path, and its compile cell fails.
     sass_must_contain: tuple[str, ...] = ()
     build: BuildOptions = field(default_factory=BuildOptions)
+    # C++ entries the launches name as their authors write them (`block_sum<128>`,
+    # `ns::scale<float, 4>`): the build instantiates each and maps it to its symbol. An
+    # `extern "C"` entry's name is its symbol, and needs no listing.
+    entries: tuple[str, ...] = ()

@@ -23,6 +23,7 @@ from harness.compile.nvcc import (
     check_sass,
     failure_line,
     parse_ptxas,
+    symbols_of_binary,
     toolkit_fingerprint,
 )
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
@@ -448,3 +449,70 @@ def test_a_spec_that_sets_nvcc_flags_in_the_environment_changes_no_build(
     assert compiled["add_one"].outcome is Outcome.PASSED, compiled["add_one"].message
     assert compiled["needs_sm90"].outcome is Outcome.PASSED
     assert "NVCC_APPEND_FLAGS" not in os.environ
+
+
+TEMPLATED = """
+namespace ns {
+template <typename T, int V>
+__global__ void scale(const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * T(V);
+}
+}  // namespace ns
+template <int BLOCK>
+__global__ void block_sum(const float* x, float* y, int n) {
+  if (threadIdx.x < BLOCK && n > 0) y[blockIdx.x] = x[blockIdx.x];
+}
+extern "C" __global__ void add_one(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1.0f;
+}
+"""
+
+
+def _templated(planted: Path, names: str) -> Kernel:
+    folder = planted / "planted" / "add_one"
+    (folder / "add_one.cu").write_text(TEMPLATED)
+    spec = folder / "spec.py"
+    spec.write_text(
+        spec.read_text().replace("SPEC = KernelSpec(", f"SPEC = KernelSpec(entries={names}, ")
+    )
+    return _kernel(planted, "add_one")
+
+
+def test_c_plus_plus_entries_are_instantiated_and_mapped_by_the_names_the_spec_writes(
+    matrix, toolchain, planted, tmp_path
+):
+    kernel = _templated(planted, '("block_sum<128>", "ns::scale<float, 4>")')
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    built = compiler.compile(kernel, matrix.targets["sm_90a"])
+    assert built.binary is not None, built.log
+    assert built.symbols == {
+        "block_sum<128>": "_Z9block_sumILi128EEvPKfPfi",
+        "ns::scale<float, 4>": "_ZN2ns5scaleIfLi4EEEvPKT_PS1_i",
+    }
+    assert set(built.resources) == {"block_sum<128>", "ns::scale<float, 4>", "add_one"}
+    assert symbols_of_binary(built.binary) == built.symbols
+    again = compiler.compile(kernel, matrix.targets["sm_90a"])
+    assert again.cached and again.symbols == built.symbols
+    assert not list((tmp_path / "cache").rglob("*.cu"))  # the probes' unit is gone
+
+
+def test_a_c_plus_plus_entry_the_source_cannot_instantiate_fails_the_build_saying_why(
+    matrix, toolchain, planted, tmp_path
+):
+    kernel = _templated(planted, '("block_sum<128, 2>",)')
+    built = Compiler(toolchain, tmp_path / "cache").compile(kernel, matrix.targets["sm_90a"])
+    assert built.binary is None
+    assert failure_line(built.log).startswith("add_one.cu, entry 'block_sum<128, 2>': error: ")
+
+
+@pytest.mark.parametrize("name", ['"k<1>; int x"', '"k<1>{}"', '"k/*x*/"', "3"])
+def test_an_entry_that_is_no_cxx_name_is_refused_at_discovery(planted, name):
+    folder = planted / "planted" / "add_one"
+    spec = folder / "spec.py"
+    spec.write_text(
+        spec.read_text().replace("SPEC = KernelSpec(", f"SPEC = KernelSpec(entries=({name},), ")
+    )
+    with pytest.raises(SpecError, match=r"entry .* is not a C\+\+ name"):
+        load_kernel(KernelFolder.of(spec))

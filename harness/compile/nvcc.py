@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import processes
+from harness.compile import entries
 from harness.compile.identity import IdentityError, code_identity
 from harness.compile.toolchain import Toolchain
 from harness.model.discovery import Kernel
@@ -73,6 +74,7 @@ class Compiled:
     sass: SassCheck | None = None  # None: the spec demands no opcodes, or nvcc failed
     sha256: str | None = None  # of the binary's bytes, which depend on where it was built
     code_identity: str | None = None  # of what the GPU executes (identity.py); None: unread
+    symbols: dict[str, str] = dataclasses.field(default_factory=dict)  # C++ entry -> symbol
 
 
 def sources_of(source: Path, tree: Path | None = None) -> list[Path]:
@@ -150,9 +152,32 @@ def cache_key(kernel: Kernel, target: Target, fingerprint: str) -> str:
     digest = hashlib.sha256()
     for part in (fingerprint, target.gencode, *kernel_flags(kernel)):
         digest.update(part.encode() + b"\0")
+    for name in kernel.declared.entries:  # each a probe in the unit built: other code
+        digest.update(b"entry\0" + name.encode() + b"\0")
     for path in sources_of(kernel.source, kernel.folder.parent.parent):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:24]
+
+
+def _readable(resources: dict[str, Resources], symbols: dict[str, str]) -> dict[str, Resources]:
+    """ptxas's resources by entry, each C++ entry under the name the spec wrote, its probe
+    left out."""
+    names = {symbol: name for name, symbol in symbols.items()}
+    return {
+        names.get(symbol, symbol): used
+        for symbol, used in resources.items()
+        if not entries.is_probe(symbol)
+    }
+
+
+def symbols_of_binary(binary: Path) -> dict[str, str]:
+    """The C++ entries of a cached build and their symbols, from its record beside it."""
+    try:
+        record = json.loads(binary.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return {}
+    symbols = record.get("symbols") if isinstance(record, dict) else None
+    return dict(symbols) if isinstance(symbols, dict) else {}
 
 
 def parse_ptxas(log: str) -> dict[str, Resources]:
@@ -237,18 +262,23 @@ class Compiler:
         """Scratch files of runs that were killed: older than the nvcc timeout, no live nvcc
         still writes them."""
         now = time.time()
-        for scratch in self.cache_dir.glob("*/*.tmp"):
+        swept = [*self.cache_dir.glob("*/*.tmp"), *self.cache_dir.glob("*/*.tmp.cu")]
+        for scratch in swept:
             with contextlib.suppress(OSError):  # another run swept it first
                 if now - scratch.stat().st_mtime > self.timeout_s:
                     scratch.unlink()
 
-    def command(self, kernel: Kernel, target: Target, output: Path) -> tuple[str, ...]:
+    def command(
+        self, kernel: Kernel, target: Target, output: Path, source: Path | None = None
+    ) -> tuple[str, ...]:
+        """nvcc's command for `kernel`; `source`: the unit built, where it is not the kernel's
+        own source (its C++ entries' probes)."""
         return (
             str(self.toolchain.nvcc),
             *kernel_flags(kernel),
             "-gencode",
             target.gencode,
-            str(kernel.source),
+            str(source or kernel.source),
             "-o",
             str(output),
         )
@@ -293,12 +323,17 @@ class Compiler:
                 resources=cached["resources"],
                 sha256=cached["sha256"],
                 code_identity=identity,
+                symbols=dict(cached.get("symbols", {})),
             )
         folder.mkdir(parents=True, exist_ok=True)
         handle, scratch_name = tempfile.mkstemp(dir=folder, suffix=".fatbin.tmp")
         os.close(handle)
         scratch = Path(scratch_name)
-        command = self.command(kernel, target, scratch)
+        names = list(kernel.declared.entries)
+        unit = scratch.with_name(scratch.name + ".cu") if names else None
+        if unit is not None:
+            unit.write_text(entries.probe_source(kernel.source, names))
+        command = self.command(kernel, target, scratch, unit)
         started = time.monotonic()
         try:
             status, log = self._run_nvcc(command, kernel.folder)
@@ -308,10 +343,22 @@ class Compiler:
             elif failed:
                 log += f"\nnvcc exited with status {status}"
             log = log.strip()
+            if unit is not None:
+                log = entries.said_of_probes(log, unit, names, kernel.source)
         except OSError as error:
             failed, log = True, f"cannot run {command[0]}: {error.strerror}"
+        finally:
+            if unit is not None:
+                unit.unlink(missing_ok=True)
         seconds = time.monotonic() - started
         resources = parse_ptxas(log)  # from the whole log, before it is bounded
+        symbols: dict[str, str] = {}
+        if names and not failed:
+            try:
+                symbols = entries.symbols_of(names, resources)
+            except entries.EntryError as error:
+                failed, log = True, f"{log}\nerror: {error}"
+        resources = _readable(resources, symbols)
         log = bounded(log, LOG_CHARS)
         if failed:
             scratch.unlink(missing_ok=True)
@@ -328,13 +375,22 @@ class Compiler:
                     "code_identity": identity,
                     "log": log,
                     "resources": {name: asdict(r) for name, r in resources.items()},
+                    "symbols": symbols,
                 }
             )
         )
         os.replace(scratch, binary)
         os.replace(record_scratch, record)
         return Compiled(
-            binary, shown, log, seconds, False, resources, sha256=sha256, code_identity=identity
+            binary,
+            shown,
+            log,
+            seconds,
+            False,
+            resources,
+            sha256=sha256,
+            code_identity=identity,
+            symbols=symbols,
         )
 
     def _identity(self, binary: Path, log: str) -> tuple[str | None, str]:

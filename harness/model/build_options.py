@@ -27,6 +27,9 @@ ALLOWED_FLAGS = (
     r"-G",
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What a C++ entry name may hold: names, scopes, template arguments (types, numbers, pointers);
+# nothing that ends a declaration, opens a block, or starts a directive, comment or string
+_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_:<>, .()*&+-]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.+-]*")  # no quote, space or shell character: nvcc's shell
 
 
@@ -59,6 +62,13 @@ def problem_with(options: object) -> str | None:
                 "--extended-lambda, -maxrregcount=N, --restrict, --extra-device-vectorization, "
                 "--default-stream=, -Xptxas=-O<n>, --diag-suppress=, -Wno-deprecated-*, -G)"
             )
+    return None
+
+
+def entry_problem(name: object) -> str | None:
+    """Why `name` cannot be a C++ entry the build instantiates; None when it can."""
+    if not isinstance(name, str) or not _ENTRY.fullmatch(name) or "//" in name or "/*" in name:
+        return f"entry {name!r} is not a C++ name (letters, digits, _ :: <> , . () * & + -)"
     return None
 
 

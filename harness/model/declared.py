@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from harness.model.build_options import flag_problem, nvcc_flags
+from harness.model.build_options import entry_problem, flag_problem, nvcc_flags
 from harness.model.result import SpecError
 from harness.processes import describe_exit
 from harness.spec import (
@@ -64,6 +64,7 @@ class Declared:
     preload: tuple[str, ...] = ()  # what the vendor imports: its worker imports it at start
     # what the spec puts on nvcc's command line (build_options.nvcc_flags), its standard first
     build: tuple[str, ...] = field(default_factory=lambda: nvcc_flags(BuildOptions()))
+    entries: tuple[str, ...] = ()  # C++ entries the build instantiates and maps
 
     @classmethod
     def of(cls, spec: KernelSpec) -> Declared:
@@ -75,6 +76,7 @@ class Declared:
             vendor=spec.vendor.library if spec.vendor else None,
             preload=tuple(spec.vendor.preload) if spec.vendor else (),
             build=nvcc_flags(spec.build),
+            entries=tuple(spec.entries),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -94,6 +96,7 @@ class Declared:
             "vendor": self.vendor,
             "preload": list(self.preload),
             "build": list(self.build),
+            "entries": list(self.entries),
         }
 
     @classmethod
@@ -117,9 +120,18 @@ class Declared:
                 vendor=None if vendor is None else _str(vendor),
                 preload=tuple(_module_name(m) for m in _list(record["preload"])),
                 build=_build_from(record.get("build", ["-std=c++17"])),
+                entries=_entries_from(record.get("entries", [])),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
+
+
+def _entries_from(record: Any) -> tuple[str, ...]:
+    entries = tuple(_str(name) for name in _list(record))
+    for name in entries:
+        if why := entry_problem(name):
+            raise ValueError(why)
+    return entries
 
 
 def _build_from(record: Any) -> tuple[str, ...]:

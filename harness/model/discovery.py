@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.build_options import problem_with
+from harness.model.build_options import entry_problem, problem_with
 from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
 from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
@@ -135,6 +135,11 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
         )
     if why := _requirement_problem(spec.requires) or problem_with(spec.build):
         raise broken(why)
+    if not isinstance(spec.entries, tuple | list):
+        raise broken(f"entries is {type(spec.entries).__name__}, not a tuple of names")
+    for name in spec.entries:
+        if why := entry_problem(name):
+            raise broken(why)
     for case in spec.cases:
         if why := _tolerance_problem(case.tolerance):
             raise broken(f"case {case.name!r}: {why}")

@@ -26,6 +26,7 @@ from cuda.core import (
 )
 from cuda.core.utils import StridedMemoryView
 
+from harness.compile.nvcc import symbols_of_binary
 from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
@@ -63,7 +64,8 @@ class Module:
     """One fatbin loaded on the device; entry points are fetched by name on first use."""
 
     def __init__(self, binary: Path, target: Target, info: DeviceInfo):
-        self.code = ObjectCode.from_fatbin(str(binary))
+        # a C++ entry is fetched by the name its spec wrote (`block_sum<128>`), mapped here
+        self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols_of_binary(binary))
         self.target = target
         self.info = info
         self._entries: dict[str, LoadedEntry] = {}
