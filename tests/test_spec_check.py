@@ -130,3 +130,27 @@ def test_a_sound_launch_and_buffers_that_are_no_arrays():
     listed = problem_finding(_problem(sound, x=[1.0, 2.0]), None, H100)
     assert listed == "input 'x' is a list, not a numpy array"
     assert problem_finding(_problem(), None, H100) == "the problem launches nothing"
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "sm_100a"])
+def test_the_library_styles_build_and_check_clean_on_every_target(
+    matrix, toolchain, tmp_path, target
+):
+    """tests/fixtures/styles: kernels as libraries write them (a template entry, C++20 with
+    macros and fast math, sm_90a-or-sm_100a, an fp8 output, a tolerance per output, a case too
+    big for any GPU), which the H200 runs (docs/reports/h200/styles)."""
+    styles = ROOT / "tests" / "fixtures" / "styles"
+    options = RunOptions(matrix.targets[target], (styles,), tmp_path, tmp_path / "c", runner="ci")
+    report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    broken = [
+        f"{c.classname} {c.case}: {c.message}"
+        for c in report.cells
+        if c.outcome in (Outcome.FAILED, Outcome.ERROR)
+    ]
+    assert broken == []
+    unsupported = {
+        c.kernel
+        for c in report.cells
+        if c.skip_reason and c.skip_reason.value == "target-unsupported"
+    }
+    assert unsupported == ({"any_arch"} if target == "sm_80" else set())
