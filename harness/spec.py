@@ -127,7 +127,8 @@ class Buf:
 
 @dataclass(frozen=True)
 class Scalar:
-    """A value passed by value; its numpy type fixes its C type (np.int32 -> int)."""
+    """A value passed by value; its numpy type fixes its C type (np.int32 -> int). A bf16 or
+    fp8 scalar (ml_dtypes) is passed as its bits, as `__nv_bfloat16` and `__nv_fp8_*` hold."""
 
     value: np.generic
 
@@ -157,6 +158,17 @@ class Launch:
     args: tuple[Arg, ...]
     cluster: Dim3 | None = None
     shmem_bytes: int = 0
+    # a grid-synchronizing kernel (cooperative_groups' grid.sync()): launched cooperatively,
+    # its grid held to what the device runs at once (a device-unsupported skip where it cannot)
+    cooperative: bool = False
+
+
+@dataclass(frozen=True)
+class Memset:
+    """A step between launches: every byte of the buffer `name` set to `byte`."""
+
+    name: str
+    byte: int = 0
 
 
 @dataclass(frozen=True)
@@ -168,15 +180,20 @@ class Problem:
         0xFF bytes (integers) so that an element the kernel forgets to write cannot pass.
     scratch: uploaded as given before every launch sequence and never checked (counters,
         workspaces).
+    launches: the launches of one run, and Memset steps between them.
     derived_params: what setup() decided from the device (a size read from DeviceLimits, say);
         reference() and work() find them in case.params, beside the case's own.
     """
 
     inputs: Mapping[str, np.ndarray]
     outputs: Mapping[str, np.ndarray]
-    launches: tuple[Launch, ...]
+    launches: tuple[Launch | Memset, ...]  # the steps of one run, in order
     scratch: Mapping[str, np.ndarray] = field(default_factory=dict)
     derived_params: Mapping[str, Any] = field(default_factory=dict)
+    # `__constant__` and `__device__` symbols of the binary, by name, written before the runs
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
+    # outputs the kernel adds into (atomics): zeroed before every run instead of poisoned
+    accumulated: tuple[str, ...] = ()
 
     def case_seen_by(self, case: Case) -> Case:
         """The case as reference() and work() see it: its params plus the derived ones."""

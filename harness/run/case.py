@@ -53,7 +53,7 @@ from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
 from harness.run.verify import check_reference_fits, checked_work, compare, unchanged
-from harness.spec import Case, DeviceLimits, DeviceUnsupported, Problem, StreamRef
+from harness.spec import Case, DeviceLimits, DeviceUnsupported, Launch, Problem, StreamRef
 
 T = TypeVar("T")
 
@@ -501,7 +501,7 @@ class GpuRuntime:
         with spent.on("upload"):
             workspace = self.upload(kernel, module, host.problem)
         problem = workspace.problem
-        entry = problem.launches[0].entry
+        entry = next(step.entry for step in problem.launches if isinstance(step, Launch))
         cell.loaded_as = module.entry(entry).loaded_as
         with spent.on("verify"):
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded

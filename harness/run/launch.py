@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cuda.core
+import ml_dtypes
 import numpy as np
 from cuda.bindings import driver
 from cuda.core import (
@@ -30,7 +31,7 @@ from harness.compile.nvcc import symbols_of_binary
 from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
-from harness.spec import Arg, Buf, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
+from harness.spec import Arg, Buf, DeviceUnsupported, Launch, Memset, Problem, Scalar, TensorMap
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
 _SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)
@@ -152,6 +153,23 @@ def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
     ]
 
 
+_NATIVE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
+
+
+def bits_of(value: object) -> object:
+    """A scalar as cuda.core packs it: a bf16 or fp8 one (ml_dtypes, which cuda.core refuses)
+    as an unsigned integer of its bits, the C type's size and bytes."""
+    if not isinstance(value, np.generic) or value.dtype in _NATIVE or value.dtype.itemsize > 2:
+        return value
+    if value.dtype.kind not in "Vf":  # e5m2 says it is a float, bf16 and e4m3 a structure
+        return value
+    try:
+        ml_dtypes.finfo(value.dtype)
+    except (TypeError, ValueError):
+        return value  # not a float of ml_dtypes: cuda.core says what it cannot pack
+    return np.frombuffer(value.tobytes(), np.dtype(f"<u{value.dtype.itemsize}"))[0]
+
+
 def check_fits(problem: Problem, info: DeviceInfo) -> None:
     """DeviceUnsupported, with the figures, when the problem's buffers need more than the
     device's global memory: this GPU cannot run the case, a larger one can."""
@@ -187,7 +205,10 @@ class Workspace:
                 self.guards[f"{name}:{side}"] = (guard, GUARD_BYTES)
         for name, array in problem.inputs.items():
             self._upload(name, array)
+        self.module = module
+        self._write_constants(problem)
         self.poison_outputs()
+        self.reset_accumulated()
         self.steps = [self._step(module, one) for one in problem.launches]
         stream.sync()
 
@@ -200,7 +221,24 @@ class Workspace:
         self.problem = problem
         for name, array in problem.inputs.items():
             self._upload(name, array)
+        self._write_constants(problem)
         return True
+
+    def _write_constants(self, problem: Problem) -> None:
+        """Each `__constant__` or `__device__` symbol the problem names, written with its
+        array; a name the binary lacks, or an array of another size, is the spec's mistake."""
+        for name, array in problem.constants.items():
+            data = np.ascontiguousarray(array)
+            error, pointer, size = driver.cuLibraryGetGlobal(self.module.code.handle, name.encode())
+            if error != driver.CUresult.CUDA_SUCCESS:
+                raise KeyError(f"constant {name!r}: the binary has no such symbol ({error.name})")
+            if size != data.nbytes:
+                raise ValueError(
+                    f"constant {name!r} is {size} bytes in the binary, the problem gives "
+                    f"{data.nbytes} ({data.dtype}{list(data.shape)})"
+                )
+            check(driver.cuMemcpyHtoDAsync(pointer, data.ctypes.data, size, self.stream.handle))
+        self.stream.sync()  # the host array may go once this returns
 
     def _upload(self, name: str, array: np.ndarray) -> None:
         data = np.ascontiguousarray(array)
@@ -233,7 +271,7 @@ class Workspace:
             self._array(arg.name)
             return self.buffers[arg.name]
         if isinstance(arg, Scalar):
-            return arg.value
+            return bits_of(arg.value)
         if isinstance(arg, TensorMap):
             array = self._array(arg.name)
             view = StridedMemoryView.from_buffer(
@@ -242,7 +280,21 @@ class Workspace:
             return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
         raise TypeError(f"unknown launch argument {arg!r}")
 
-    def _step(
+    def _step(self, module: Module, one: Launch | Memset) -> Callable[[Stream], None]:
+        """One step of a run, enqueued on the stream it is given."""
+        if isinstance(one, Memset):
+            buffer, byte = self.buffers[self._named(one.name)], one.byte
+            if not isinstance(byte, int) or not 0 <= byte <= 255:
+                raise ValueError(f"Memset({one.name!r}, {byte!r}): a byte is 0 to 255")
+            return lambda stream: buffer.fill(byte, stream=stream)
+        function, config, args = self._launch_of(module, one)
+        return lambda stream: launch(stream, config, function, *args)
+
+    def _named(self, name: str) -> str:
+        self._array(name)  # a KeyError naming it where the problem has no such buffer
+        return name
+
+    def _launch_of(
         self, module: Module, one: Launch
     ) -> tuple[cuda.core.Kernel, LaunchConfig, tuple[object, ...]]:
         loaded = module.entry(one.entry)
@@ -266,9 +318,27 @@ class Workspace:
             )
             self._allow_cluster(loaded.function, config, one)
         else:
-            config = LaunchConfig(grid=one.grid, block=one.block, shmem_size=one.shmem_bytes)
+            config = LaunchConfig(
+                grid=one.grid,
+                block=one.block,
+                shmem_size=one.shmem_bytes,
+                is_cooperative=one.cooperative,
+            )
+            if one.cooperative:
+                self._check_co_resident(loaded.function, one, module.info.sm_count)
         args = tuple(self._argument(arg) for arg in one.args)
         return loaded.function, config, args
+
+    def _check_co_resident(self, function: cuda.core.Kernel, one: Launch, sm_count: int) -> None:
+        """A cooperative grid must run all at once: DeviceUnsupported where it cannot here."""
+        threads = one.block[0] * one.block[1] * one.block[2]
+        per_sm = function.occupancy.max_active_blocks_per_multiprocessor(threads, one.shmem_bytes)
+        blocks = one.grid[0] * one.grid[1] * one.grid[2]
+        if blocks > per_sm * sm_count:
+            raise DeviceUnsupported(
+                f"{one.entry}: a cooperative grid of {blocks} blocks, but this device runs at "
+                f"most {per_sm * sm_count} of them at once ({per_sm} per SM x {sm_count} SMs)"
+            )
 
     def _allow_cluster(self, function: cuda.core.Kernel, config: LaunchConfig, one: Launch) -> None:
         """Clusters above 8 blocks are non-portable: opt in, then ask whether this GPU has them."""
@@ -292,20 +362,30 @@ class Workspace:
             )
 
     def poison_outputs(self, byte: int = POISON_BYTE) -> None:
-        """Fill every output with `byte`, so an element the next run does not write fails."""
+        """Fill every output with `byte`, so an element the next run does not write fails; an
+        accumulated output is zeroed before each run instead (reset_accumulated)."""
         for name, array in self.problem.outputs.items():
+            if name in self.problem.accumulated:
+                continue
             if array.nbytes:  # an empty output's one byte of view is its after-guard's first
                 self.buffers[name].fill(byte, stream=self.stream)
 
     def reset_scratch(self) -> None:
+        """Before every run: the scratch as given, the accumulated outputs zero."""
         for name, array in self.problem.scratch.items():
             self._upload(name, array)
+        self.reset_accumulated()
+
+    def reset_accumulated(self) -> None:
+        for name in self.problem.accumulated:
+            if self.problem.outputs[name].nbytes:
+                self.buffers[name].fill(0, stream=self.stream)
 
     def run(self, stream: Stream | None = None) -> None:
-        """Enqueue every launch of the problem on the stream (or on `stream`, another timer's),
+        """Enqueue every step of the problem on the stream (or on `stream`, another timer's),
         without waiting."""
-        for function, config, args in self.steps:
-            launch(stream or self.stream, config, function, *args)
+        for step in self.steps:
+            step(stream or self.stream)
 
     def runner_of(self, module: Module) -> Callable[[], None]:
         """What `run` does, with another build's entry points over these very buffers: two
@@ -313,8 +393,8 @@ class Workspace:
         steps = [self._step(module, one) for one in self.problem.launches]
 
         def run() -> None:
-            for function, config, args in steps:
-                launch(self.stream, config, function, *args)
+            for step in steps:
+                step(self.stream)
 
         return run
 

@@ -28,8 +28,18 @@ from harness.model.declared import in_spec_children
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.matrix import Target
 from harness.model.result import Resources, SpecError
+from harness.run.launch import bits_of
 from harness.run.verify import check_reference_fits, checked_work
-from harness.spec import Buf, DeviceLimits, DeviceUnsupported, Launch, Problem, Scalar, TensorMap
+from harness.spec import (
+    Buf,
+    DeviceLimits,
+    DeviceUnsupported,
+    Launch,
+    Memset,
+    Problem,
+    Scalar,
+    TensorMap,
+)
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)
@@ -173,13 +183,26 @@ def problem_finding(
                 return f"buffer name {name!r} is used twice"
             buffers[name] = array
     launches = problem.launches
-    if not isinstance(launches, tuple | list) or not launches:
+    if not isinstance(launches, tuple | list) or not any(isinstance(s, Launch) for s in launches):
         return "the problem launches nothing"
-    for index, launch in enumerate(launches):
-        if not isinstance(launch, Launch):
-            return f"launch {index} is {type(launch).__name__}, not a Launch"
-        if why := _launch_finding(launch, buffers, entries, device):
-            return f"launch {index} ({launch.entry}): {why}"
+    for index, step in enumerate(launches):
+        if isinstance(step, Memset):
+            if step.name not in buffers:
+                return f"step {index}: Memset of {step.name!r}, which the problem does not have"
+            if not isinstance(step.byte, int) or not 0 <= step.byte <= 255:
+                return f"step {index}: Memset({step.name!r}, {step.byte!r}): a byte is 0 to 255"
+        elif not isinstance(step, Launch):
+            return f"step {index} is {type(step).__name__}, not a Launch or a Memset"
+        elif why := _launch_finding(step, buffers, entries, device):
+            return f"launch {index} ({step.entry}): {why}"
+    accumulated = [name for name in problem.accumulated if name not in problem.outputs]
+    if accumulated:
+        return f"accumulated names {accumulated}, which are not outputs ({sorted(problem.outputs)})"
+    for name, value in problem.constants.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            return f"constant {name!r} is not a symbol's name"
+        if not isinstance(value, np.ndarray | np.generic):
+            return f"constant {name!r} is a {type(value).__name__}, not a numpy array"
     return None
 
 
@@ -223,11 +246,12 @@ def _argument_finding(arg: object, buffers: Mapping[str, np.ndarray]) -> str | N
             return f"swizzle_bytes {arg.swizzle_bytes!r} is not one of {SWIZZLES}"
         return None
     if isinstance(arg, Scalar):
-        value = arg.value
+        value = bits_of(arg.value)  # bf16 and fp8 go as their bits
         if not isinstance(value, np.generic) or np.dtype(type(value)).kind not in "biuf":
             return (
-                f"Scalar({value!r}) of {type(value).__name__}: a launch passes numpy scalars of "
-                "bool, integer and float types (np.int32(n), np.float32(x))"
+                f"Scalar({arg.value!r}) of {type(arg.value).__name__}: a launch passes numpy "
+                "scalars of bool, integer and float types (np.int32(n), np.float32(x)), and "
+                "ml_dtypes' bf16 and fp8"
             )
         return None
     if isinstance(arg, Buf):
