@@ -3,9 +3,11 @@ one an error cell with its message, so CI without a GPU fails on it."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 from junitparser import Error, JUnitXml, Skipped
@@ -13,8 +15,9 @@ from junitparser import Error, JUnitXml, Skipped
 from harness.commands.stage import RunOptions
 from harness.commands.test import CHECKED, run_target
 from harness.model.result import Outcome, Resources, Unavailable
+from harness.run.launch import bits_of
 from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
-from harness.spec import Buf, Launch, Problem, Scalar, TensorMap
+from harness.spec import Buf, Launch, Memset, Problem, Scalar, TensorMap
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spec_checks"
@@ -121,6 +124,36 @@ def _problem(*launches: Launch, **buffers) -> Problem:
 def test_a_launch_no_gpu_could_take_is_named(launch, said):
     found = problem_finding(_problem(launch), {"k": Resources(32, 0, 0, 0)}, H100)
     assert found is not None and said in found, found
+
+
+def test_steps_constants_and_accumulated_outputs_no_gpu_could_take_are_named():
+    sound = Launch("k", (4, 1, 1), (32, 1, 1), (Buf("x"), Buf("y")))
+    entries = {"k": Resources(32, 0, 0, 0)}
+
+    def found(**fields):
+        problem = dataclasses.replace(_problem(sound), **fields)
+        return problem_finding(problem, entries, H100)
+
+    assert found(launches=(Memset("x"), sound), accumulated=("y",)) is None
+    assert found(launches=(Memset("z"), sound)) == (
+        "step 0: Memset of 'z', which the problem does not have"
+    )
+    assert found(launches=(Memset("x", 256), sound)) == (
+        "step 0: Memset('x', 256): a byte is 0 to 255"
+    )
+    assert found(launches=(Memset("x"),)) == "the problem launches nothing"
+    assert found(accumulated=("x",)) == "accumulated names ['x'], which are not outputs (['y'])"
+    assert found(constants={"coeffs": [1.0]}) == ("constant 'coeffs' is a list, not a numpy array")
+    assert found(constants={"a b": np.zeros(1)}) == "constant 'a b' is not a symbol's name"
+
+
+def test_bf16_and_fp8_scalars_go_as_their_bits():
+    assert bits_of(ml_dtypes.bfloat16(1.5)) == np.uint16(0x3FC0)
+    assert bits_of(ml_dtypes.float8_e4m3fn(2.0)) == np.uint8(0x40)
+    assert bits_of(ml_dtypes.float8_e5m2(2.0)) == np.uint8(0x40)
+    assert type(bits_of(np.float16(1.0))) is np.float16  # cuda.core packs fp16 itself
+    launch = Launch("k", (1, 1, 1), (32, 1, 1), (Scalar(ml_dtypes.bfloat16(1.5)),))
+    assert problem_finding(_problem(launch), {"k": Resources(32, 0, 0, 0)}, H100) is None
 
 
 def test_a_sound_launch_and_buffers_that_are_no_arrays():
