@@ -191,7 +191,13 @@ def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record)
 def test_an_any_of_requirement_travels_from_the_spec_s_child_whole():
     either = RequireAny((RequireArch("sm_90a"), RequireArch("sm_100a")))
     any_of = {"any": [{"arch": "sm_90a"}, {"arch": "sm_100a"}]}
-    record = {**_DECLARED, "requires": any_of, "preload": [], "build": ["-std=c++17"]}
+    record = {
+        **_DECLARED,
+        "requires": any_of,
+        "preload": [],
+        "build": ["-std=c++17"],
+        "entries": [],
+    }
     read = declared.Declared.from_json(record)
     assert read.requires == either and read.to_json() == record
     assert str(either) == "require_arch(sm_90a) or require_arch(sm_100a)"
