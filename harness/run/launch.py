@@ -65,8 +65,10 @@ class Module:
     """One fatbin loaded on the device; entry points are fetched by name on first use."""
 
     def __init__(self, binary: Path, target: Target, info: DeviceInfo):
-        # a C++ entry is fetched by the name its spec wrote (`block_sum<128>`), mapped here
-        self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols_of_binary(binary))
+        # a C++ entry is fetched by the name its spec wrote (`block_sum<128>`), mapped here to
+        # its symbol, as bytes: cuda.core hands a mapped name to the driver as it is
+        symbols = {name: symbol.encode() for name, symbol in symbols_of_binary(binary).items()}
+        self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols)
         self.target = target
         self.info = info
         self._entries: dict[str, LoadedEntry] = {}
