@@ -172,12 +172,23 @@ def _readable(resources: dict[str, Resources], symbols: dict[str, str]) -> dict[
 
 def symbols_of_binary(binary: Path) -> dict[str, str]:
     """The C++ entries of a cached build and their symbols, from its record beside it."""
+    symbols = _record_of(binary).get("symbols")
+    return dict(symbols) if isinstance(symbols, dict) else {}
+
+
+def entries_of_binary(binary: Path) -> list[str]:
+    """A cached build's entry points as its compile cell names them (ptxas's, C++ entries by
+    the names the spec wrote), from its record beside it."""
+    resources = _record_of(binary).get("resources")
+    return list(resources) if isinstance(resources, dict) else []
+
+
+def _record_of(binary: Path) -> dict:
     try:
         record = json.loads(binary.with_suffix(".json").read_text())
     except (OSError, ValueError):
         return {}
-    symbols = record.get("symbols") if isinstance(record, dict) else None
-    return dict(symbols) if isinstance(symbols, dict) else {}
+    return record if isinstance(record, dict) else {}
 
 
 def parse_ptxas(log: str) -> dict[str, Resources]:

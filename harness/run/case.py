@@ -43,6 +43,7 @@ from harness.run.launch import (
     SECOND_POISON_BYTE,
     HostStaging,
     Module,
+    Unlaunchable,
     Workspace,
     check_fits,
 )
@@ -371,9 +372,10 @@ class GpuRuntime:
         check_fits(problem, self.info)
         try:
             return Workspace(self.device, self.stream, module, problem)
-        except (KeyError, TypeError, ValueError) as error:
-            message, detail = describe_exception(error)
-            raise SpecError(f"{kernel.classname} spec setup() raised {message}", detail) from error
+        except Unlaunchable as error:
+            raise SpecError(
+                f"{kernel.classname}: the problem setup() made cannot be launched: {error}"
+            ) from error
 
     def measure(self, run: Callable[[], None], before_each: Callable[[], None]) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded; said to be

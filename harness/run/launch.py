@@ -27,7 +27,7 @@ from cuda.core import (
 )
 from cuda.core.utils import StridedMemoryView
 
-from harness.compile.nvcc import symbols_of_binary
+from harness.compile.nvcc import entries_of_binary, symbols_of_binary
 from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
@@ -69,13 +69,22 @@ class Module:
         # its symbol, as bytes: cuda.core hands a mapped name to the driver as it is
         symbols = {name: symbol.encode() for name, symbol in symbols_of_binary(binary).items()}
         self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols)
+        self.binary = binary
         self.target = target
         self.info = info
         self._entries: dict[str, LoadedEntry] = {}
 
     def entry(self, name: str) -> LoadedEntry:
         if name not in self._entries:
-            function = self.code.get_kernel(name)
+            try:
+                function = self.code.get_kernel(name)
+            except Exception as error:  # cuda.core keeps its CUDAError private: by its text
+                if "CUDA_ERROR_NOT_FOUND" not in str(error):
+                    raise
+                listed = ", ".join(sorted(entries_of_binary(self.binary))[:20]) or "none listed"
+                raise Unlaunchable(
+                    f"the binary has no entry {name!r} (its entries: {listed})"
+                ) from error
             # The driver reports the SASS version it runs: if that is not the SASS we embedded,
             # the driver compiled our PTX for this device.
             ran = function.attributes[self.info.ordinal].binary_version
@@ -158,6 +167,23 @@ def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
 _NATIVE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
 
 
+class Unlaunchable(ValueError):
+    """What a problem asks that no launch can do (a buffer it does not have, a scalar of no C
+    type, an entry the binary lacks): the spec's mistake, named."""
+
+
+def scalar_problem(value: object) -> str | None:
+    """Why `value` cannot be a Scalar's: only a numpy scalar says its C type (a Python int
+    could be an int or a long long), and ml_dtypes' bf16 and fp8 go as their bits."""
+    packed = bits_of(value)
+    if isinstance(packed, np.generic) and np.dtype(type(packed)).kind in "biuf":
+        return None
+    return (
+        f"Scalar({value!r}) of {type(value).__name__}: a launch passes numpy scalars of bool, "
+        "integer and float types (np.int32(n), np.float32(x)), and ml_dtypes' bf16 and fp8"
+    )
+
+
 def bits_of(value: object) -> object:
     """A scalar as cuda.core packs it: a bf16 or fp8 one (ml_dtypes, which cuda.core refuses)
     as an unsigned integer of its bits, the C type's size and bytes."""
@@ -194,7 +220,7 @@ class Workspace:
         self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
             if name in self.buffers:
-                raise ValueError(f"buffer name {name!r} is used twice")
+                raise Unlaunchable(f"buffer name {name!r} is used twice")
             whole = device.allocate(array.nbytes + 2 * GUARD_BYTES, stream=stream)
             start = int(whole.handle)
             self._allocations[name] = whole
@@ -233,9 +259,11 @@ class Workspace:
             data = np.ascontiguousarray(array)
             error, pointer, size = driver.cuLibraryGetGlobal(self.module.code.handle, name.encode())
             if error != driver.CUresult.CUDA_SUCCESS:
-                raise KeyError(f"constant {name!r}: the binary has no such symbol ({error.name})")
+                raise Unlaunchable(
+                    f"constant {name!r}: the binary has no such symbol ({error.name})"
+                )
             if size != data.nbytes:
-                raise ValueError(
+                raise Unlaunchable(
                     f"constant {name!r} is {size} bytes in the binary, the problem gives "
                     f"{data.nbytes} ({data.dtype}{list(data.shape)})"
                 )
@@ -266,13 +294,17 @@ class Workspace:
         for group in (self.problem.inputs, self.problem.outputs, self.problem.scratch):
             if name in group:
                 return group[name]
-        raise KeyError(f"launch argument names buffer {name!r}, which the problem does not have")
+        raise Unlaunchable(
+            f"launch argument names buffer {name!r}, which the problem does not have"
+        )
 
     def _argument(self, arg: Arg) -> object:
         if isinstance(arg, Buf):
             self._array(arg.name)
             return self.buffers[arg.name]
         if isinstance(arg, Scalar):
+            if why := scalar_problem(arg.value):
+                raise Unlaunchable(why)
             return bits_of(arg.value)
         if isinstance(arg, TensorMap):
             array = self._array(arg.name)
@@ -280,14 +312,14 @@ class Workspace:
                 self.buffers[arg.name], shape=array.shape, dtype=array.dtype
             )
             return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
-        raise TypeError(f"unknown launch argument {arg!r}")
+        raise Unlaunchable(f"{arg!r} is not a Buf, Scalar or TensorMap")
 
     def _step(self, module: Module, one: Launch | Memset) -> Callable[[Stream], None]:
         """One step of a run, enqueued on the stream it is given."""
         if isinstance(one, Memset):
             buffer, byte = self.buffers[self._named(one.name)], one.byte
             if not isinstance(byte, int) or not 0 <= byte <= 255:
-                raise ValueError(f"Memset({one.name!r}, {byte!r}): a byte is 0 to 255")
+                raise Unlaunchable(f"Memset({one.name!r}, {byte!r}): a byte is 0 to 255")
             return lambda stream: buffer.fill(byte, stream=stream)
         function, config, args = self._launch_of(module, one)
         return lambda stream: launch(stream, config, function, *args)
@@ -313,7 +345,7 @@ class Workspace:
         if one.cluster:
             # cuda.core counts clusters in `grid` when a cluster is given; specs count blocks.
             if any(g % c for g, c in zip(one.grid, one.cluster, strict=True)):
-                raise ValueError(f"grid {one.grid} is not a multiple of cluster {one.cluster}")
+                raise Unlaunchable(f"grid {one.grid} is not a multiple of cluster {one.cluster}")
             grid = tuple(g // c for g, c in zip(one.grid, one.cluster, strict=True))
             config = LaunchConfig(
                 grid=grid, cluster=one.cluster, block=one.block, shmem_size=one.shmem_bytes

@@ -28,7 +28,7 @@ from harness.model.declared import in_spec_children
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.matrix import Target
 from harness.model.result import Resources, SpecError
-from harness.run.launch import bits_of
+from harness.run.launch import scalar_problem
 from harness.run.verify import check_reference_fits, checked_work
 from harness.spec import (
     Buf,
@@ -246,14 +246,7 @@ def _argument_finding(arg: object, buffers: Mapping[str, np.ndarray]) -> str | N
             return f"swizzle_bytes {arg.swizzle_bytes!r} is not one of {SWIZZLES}"
         return None
     if isinstance(arg, Scalar):
-        value = bits_of(arg.value)  # bf16 and fp8 go as their bits
-        if not isinstance(value, np.generic) or np.dtype(type(value)).kind not in "biuf":
-            return (
-                f"Scalar({arg.value!r}) of {type(arg.value).__name__}: a launch passes numpy "
-                "scalars of bool, integer and float types (np.int32(n), np.float32(x)), and "
-                "ml_dtypes' bf16 and fp8"
-            )
-        return None
+        return scalar_problem(arg.value)  # as the launch will say it on a GPU
     if isinstance(arg, Buf):
         return None
     return f"{arg!r} is not a Buf, Scalar or TensorMap"
