@@ -505,6 +505,13 @@ class GpuRuntime:
         problem = workspace.problem
         entry = next(step.entry for step in problem.launches if isinstance(step, Launch))
         cell.loaded_as = module.entry(entry).loaded_as
+        if problem.accumulated:  # the one output check it was spared: said, in the cell
+            names = ", ".join(repr(name) for name in problem.accumulated)
+            cell.detail = (
+                f"accumulated outputs {names}: zeroed before every run, not filled with poison, "
+                "so an element the kernel never adds into is not caught unless the reference "
+                "expects it non-zero"
+            )
         with spent.on("verify"):
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             guards = self.digests.of(workspace.guards)  # as filled
