@@ -386,6 +386,22 @@ def test_a_json_that_names_its_xml_s_bytes_is_trusted_without_parsing_them(tmp_p
     assert parsed == [first.xml] and changed.reports == []
     assert "disagrees with junit-sm_90a.xml on 1 outcome(s)" in changed.problems[0]
 
+    # a JSON edited after it named its XML (a cell dropped, an outcome changed): parsed, caught
+    for edit in ("drop", "outcome"):
+        store.write(first, _report(_cells()))
+        sidecar = json.loads(first.json.read_text())
+        if edit == "drop":
+            sidecar["cells"].pop()
+        else:
+            sidecar["cells"][0]["outcome"] = (
+                "failed" if sidecar["cells"][0]["outcome"] != "failed" else "passed"
+            )
+        first.json.write_text(json.dumps(sidecar))
+        parsed.clear()
+        edited = load_reports([first.xml], ["sm_90a"])
+        assert parsed == [first.xml] and edited.reports == [], edit
+        assert "junit-sm_90a.json: d" in edited.problems[0], edited.problems
+
     # an XML changed between reading and merging: its suite is rendered, not copied
     store.write(first, _report(_cells()))
     report_set = load_reports([first.xml], ["sm_90a"])

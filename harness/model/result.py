@@ -26,8 +26,9 @@ from typing import Any, ClassVar, TypeVar
 # MAJOR.MINOR: a reader refuses another major; a minor adds or renames fields, and reads the
 # minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
 # cell's `code_identity`; 2.6: a case cell's `ab`, a timing's `queued_us` and `shared_gpu`, a
-# report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds)
-SCHEMA_VERSION = "2.7"
+# report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds; 2.8:
+# the file's `outcomes_sha256`, the same's, of its cells' names and outcomes)
+SCHEMA_VERSION = "2.8"
 
 
 class Outcome(enum.Enum):

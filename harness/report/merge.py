@@ -134,7 +134,12 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
         raise ReportError(f"{json_file}: not valid JSON ({error})") from error
     report = Report.from_json(data, json_file)
     named = data.get(store.XML_DIGEST)
-    if isinstance(named, str) and _sha256(xml_file) == named:
+    said = data.get(store.OUTCOMES_DIGEST)
+    if (
+        isinstance(named, str)
+        and said == store.outcomes_digest(report.cells)  # the JSON is what was rendered
+        and _sha256(xml_file) == named  # and so is the XML
+    ):
         return report, named, text
     in_xml = _xml_outcomes(xml_file)
     # as the XML holds them: with the characters XML cannot hold escaped

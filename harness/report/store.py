@@ -3,8 +3,10 @@ written whole or not at all.
 
 The JSON is `Report.to_json()`, numbers as numbers: what the harness itself reads back. The XML
 is rendered from the same report (harness.report.junit), for the dashboards that read JUnit; the
-JSON names the XML's bytes by their SHA-256 (`junit_sha256`), so that a reader finding those
-very bytes beside it knows they agree without parsing them (harness.report.merge).
+JSON names the XML's bytes by their SHA-256 (`junit_sha256`), and its own cells' names and
+outcomes by theirs (`outcomes_sha256`): a reader finding those very XML bytes beside cells of
+that digest knows the two agree without parsing the XML (harness.report.merge), and a JSON
+edited since (a cell dropped, an outcome changed) is caught by the second.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from harness.report import junit
 
 WRITE_INTERVAL_S = 0.5  # a live report's longest lag behind its last cell
 XML_DIGEST = "junit_sha256"  # the JSON's name for its XML's SHA-256
+OUTCOMES_DIGEST = "outcomes_sha256"  # and for its cells' names and outcomes'
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,15 @@ def write(files: ReportFiles, report: Report) -> None:
     replace(files.xml, xml)
     record = report.to_json()
     record[XML_DIGEST] = hashlib.sha256(xml.encode()).hexdigest()
+    record[OUTCOMES_DIGEST] = outcomes_digest(report.cells)
     replace(files.json, json.dumps(record, indent=1) + "\n")
+
+
+def outcomes_digest(cells: Iterable[Cell]) -> str:
+    """The SHA-256 of each cell's classname, name and outcome, in order: what the XML says of
+    the cells, taken from the JSON's side."""
+    lines = "".join(f"{c.classname}\0{c.name}\0{c.outcome.value}\n" for c in cells)
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 class LiveReport:
