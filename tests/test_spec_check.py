@@ -187,3 +187,42 @@ def test_the_library_styles_build_and_check_clean_on_every_target(
         if c.skip_reason and c.skip_reason.value == "target-unsupported"
     }
     assert unsupported == ({"any_arch"} if target == "sm_80" else set())
+
+
+@pytest.mark.parametrize(
+    ("planted", "said"),
+    [
+        ("import time\ntime.sleep(600)\n", "checking its cases did not finish within 3 s"),
+        ("import os\nos._exit(3)\n", "checking its cases ended the process (exited with status 3)"),
+    ],
+)
+def test_a_setup_that_hangs_or_exits_in_its_check_names_its_spec_and_no_other(
+    tmp_path, matrix, planted, said
+):
+    """Each spec is checked in a child of its own: one whose setup() hangs or ends the process
+    is named on each of its cases, and the sound kernel beside it is checked as ever."""
+    import shutil
+
+    from harness.model import declared
+    from harness.model.discovery import Kernel, kernel_folders
+    from harness.run.spec_check import check_kernels
+
+    tree = tmp_path / "kernels"
+    shutil.copytree(FIXTURES, tree)
+    broken = tree / "planted" / "setup_raises" / "spec.py"
+    problem = tree / "planted" / "add_problem.py"
+    hook = "    def setup(case, rng, device):\n"
+    body = "".join(f"        {line}\n" for line in planted.splitlines())
+    text = problem.read_text().replace(
+        hook,
+        hook
+        + "        if setup_raises_above is not None:\n"
+        + body.replace("        ", "            "),
+    )
+    problem.write_text(text)
+    folders = [f for f in kernel_folders(tree) if f.name in ("setup_raises", "sound")]
+    read = declared.read_all([f.spec_file for f in folders], timeout_s=30)
+    kernels = [Kernel(f.chapter, f.name, f.folder, read[f.spec_file]) for f in folders]
+    found = check_kernels(kernels, {}, matrix.targets["sm_90a"], timeout_s=1.5)
+    assert found["planted.setup_raises"] == dict.fromkeys(["n1000", "n1"], f"{broken}: {said}")
+    assert found["planted.sound"] == {"n1000": None, "n1": None}

@@ -7,21 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import environment
-from harness.commands.console import print_summary
-from harness.commands.test import run_target
+from harness.commands.compile import each_target
 from harness.model.result import Unavailable
 
 NOT_RUN = "check: the cases are checked on the CPU, never run"
 
 
 def main(args: argparse.Namespace) -> int:
-    matrix, targets = environment.matrix_and_targets(args.matrix, args.targets)
-    nvcc = environment.toolchain()
-    ok = True
-    for target in targets:
-        options = environment.run_options(args, target)
-        result = run_target(matrix, options, nvcc, Unavailable(NOT_RUN), kind="check")
-        print_summary(result)
-        ok &= result.ok
-    return 0 if ok else 1
+    return each_target(args, Unavailable(NOT_RUN), execute=True, kind="check")
