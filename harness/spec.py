@@ -109,6 +109,9 @@ class Case:
     # None: CONTRACT.md's default for each output's dtype; a Tolerance: every output's; a
     # mapping: by output name, an output it does not name at its dtype's default
     tolerance: Tolerance | Mapping[str, Tolerance] | None = None
+    # macros of this case's build, over the kernel's own (BuildOptions.defines): the kernel is
+    # built once per distinct set, and each case runs the build of its own set
+    defines: Mapping[str, str | int] = field(default_factory=dict)
 
     def tolerance_of(self, output: str) -> Tolerance | None:
         """The tolerance the case sets for `output`; None: its dtype's default."""
@@ -145,7 +148,35 @@ class TensorMap:
     swizzle_bytes: int = 0  # 0, 32, 64 or 128
 
 
-Arg = Buf | Scalar | TensorMap
+@dataclass(frozen=True)
+class Struct:
+    """A C struct passed by value, its fields in declaration order: numpy scalars (as Scalar
+    takes them), Bufs (a pointer inside the struct) and Structs. Packed as the C compiler lays
+    it out: each field at a multiple of its alignment, the size a multiple of the largest.
+    The names are the members', for messages; the order alone fixes the layout."""
+
+    fields: tuple[tuple[str, np.generic | Buf | Struct], ...]
+
+
+@dataclass(frozen=True)
+class Texture:
+    """A texture object over an input, passed as a `cudaTextureObject_t`.
+
+    dims=1: a linear texture over the whole input, read with `tex1Dfetch<T>(t, i)` (filtering
+    and addressing do not apply to linear textures). dims=2: over a 2-D row-major input, read
+    with `tex2D<T>(t, x, y)`, x along a row; a row's bytes must be a multiple of the device's
+    texture pitch alignment (32 bytes on current GPUs). Element types: 8-, 16- and 32-bit
+    integers, float16, float32.
+    """
+
+    name: str
+    dims: int = 1
+    filter: str = "point"  # point or linear (2-D only)
+    address: str = "clamp"  # clamp, wrap, mirror or border (2-D only)
+    normalized: bool = False  # coordinates in [0, 1] (2-D only)
+
+
+Arg = Buf | Scalar | TensorMap | Struct | Texture
 
 
 @dataclass(frozen=True)
@@ -199,7 +230,7 @@ class Problem:
         """The case as reference() and work() see it: its params plus the derived ones."""
         if not self.derived_params:
             return case
-        return Case(case.name, {**case.params, **self.derived_params}, case.tolerance)
+        return Case(case.name, {**case.params, **self.derived_params}, case.tolerance, case.defines)
 
 
 class Math(enum.Enum):
@@ -276,6 +307,13 @@ class BuildOptions:
     std: str = "c++17"  # c++17 or c++20
     defines: Mapping[str, str | int] = field(default_factory=dict)  # -DNAME=VALUE
     flags: tuple[str, ...] = ()  # -use_fast_math, --expt-relaxed-constexpr, -maxrregcount=64
+    # more .cu files of the kernel's folder, each compiled on its own and device-linked with
+    # the kernel's source: they need relocatable=True
+    sources: tuple[str, ...] = ()
+    # -rdc=true and a device link: extern __device__ functions across files, and dynamic
+    # parallelism (a kernel launching kernels), which also links cudadevrt
+    relocatable: bool = False
+    libraries: tuple[str, ...] = ()  # device libraries the link takes: "cudadevrt"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -22,6 +23,7 @@ from harness.compile.nvcc import (
     cache_key,
     check_sass,
     failure_line,
+    jit_inputs_of_binary,
     parse_ptxas,
     symbols_of_binary,
     toolkit_fingerprint,
@@ -416,6 +418,23 @@ def test_a_spec_s_standard_macros_and_flags_build_it_and_key_its_cache(
         ),
         ('BuildOptions(defines={"1N": 1})', "build define '1N' is not a macro name"),
         ('BuildOptions(std="c++98")', "build std 'c++98' is not one of c++17, c++20"),
+        ('BuildOptions(flags=("-rdc=true",))', "build flag '-rdc=true' is refused"),
+        (
+            'BuildOptions(sources=("helper.cu",))',
+            "build sources and libraries are device-linked: they need relocatable=True",
+        ),
+        (
+            'BuildOptions(relocatable=True, sources=("../x/a.cu",))',
+            "build sources: '../x/a.cu': a source is a file in the kernel's folder",
+        ),
+        (
+            'BuildOptions(relocatable=True, sources=("missing.cu",))',
+            "build source 'missing.cu' is not a file beside it",
+        ),
+        (
+            'BuildOptions(relocatable=True, libraries=("cublas",))',
+            "build library 'cublas' is not one of cudadevrt",
+        ),
     ],
 )
 def test_build_options_that_could_leave_the_tree_or_run_a_program_are_refused(planted, build, said):
@@ -516,3 +535,143 @@ def test_an_entry_that_is_no_cxx_name_is_refused_at_discovery(planted, name):
     )
     with pytest.raises(SpecError, match=r"entry .* is not a C\+\+ name"):
         load_kernel(KernelFolder.of(spec))
+
+
+HELPER = """
+__device__ float plus_one(float v) { return v + 1.0f; }
+"""
+CALLER = """
+extern __device__ float plus_one(float v);
+extern "C" __global__ void add_one(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = plus_one(x[i]);
+}
+"""
+
+
+def _two_units(planted: Path, build: str) -> Kernel:
+    """add_one split in two files, its spec's BuildOptions `build`."""
+    folder = _with_build(planted, build)
+    (folder / "add_one.cu").write_text(CALLER)
+    (folder / "helper.cu").write_text(HELPER)
+    return _kernel(planted, "add_one")
+
+
+def test_relocatable_units_are_device_linked_and_kept_for_the_driver_only_under_ptx(
+    matrix, toolchain, planted, tmp_path
+):
+    kernel = _two_units(planted, 'BuildOptions(relocatable=True, sources=("helper.cu",))')
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    for name, kept in (("sm_80", 2), ("sm_90a", 0)):
+        built = compiler.compile(kernel, matrix.targets[name])
+        assert built.binary is not None, built.log
+        assert built.command.count("&&") == 2 and "-dlink" in built.command
+        assert str(kernel.folder / "helper.cu") in built.command
+        assert len(jit_inputs_of_binary(built.binary)) == kept
+        assert all(path.is_file() for path in jit_inputs_of_binary(built.binary))
+        assert list(built.resources) == ["add_one"]
+    unlinked = dataclasses.replace(
+        kernel, declared=dataclasses.replace(kernel.declared, build=("-std=c++17",))
+    )
+    failed = compiler.compile(unlinked, matrix.targets["sm_90a"])
+    assert failed.binary is None and "Unresolved extern function" in failed.log
+    # a unit kept for the driver gone: the build is made again, not loaded half
+    sm80 = compiler.compile(kernel, matrix.targets["sm_80"])
+    assert sm80.binary is not None
+    jit_inputs_of_binary(sm80.binary)[1].unlink()
+    again = compiler.compile(kernel, matrix.targets["sm_80"])
+    assert not again.cached and all(p.is_file() for p in jit_inputs_of_binary(again.binary))
+
+
+def test_the_key_of_a_kernel_follows_its_other_units(matrix, planted):
+    kernel = _two_units(planted, 'BuildOptions(relocatable=True, sources=("helper.cu",))')
+    before = cache_key(kernel, matrix.targets["sm_90a"], "toolkit")
+    (kernel.folder / "helper.cu").write_text(HELPER.replace("1.0f", "2.0f"))
+    assert cache_key(kernel, matrix.targets["sm_90a"], "toolkit") != before
+
+
+def test_a_device_library_the_toolkit_lacks_fails_the_build_naming_it(
+    matrix, toolchain, planted, tmp_path
+):
+    kernel = _two_units(
+        planted,
+        'BuildOptions(relocatable=True, sources=("helper.cu",), libraries=("cudadevrt",))',
+    )
+    root = tmp_path / "toolkit"
+    (root / "bin").mkdir(parents=True)
+    bare = Toolchain(nvcc=root / "bin" / "nvcc", version=toolchain.version, origin="test")
+    assert bare.library("cudadevrt") is None
+    assert toolchain.library("cudadevrt") is not None
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    compiler.toolchain = bare
+    built = compiler.compile(kernel, matrix.targets["sm_90a"])
+    assert built.binary is None
+    assert f"the toolkit of {bare.nvcc} has no libcudadevrt.a" in failure_line(built.log)
+
+
+def test_case_macros_make_one_build_per_set_each_with_its_own_compile_cell(
+    matrix, toolchain, planted, tmp_path
+):
+    from harness.commands.stage import compile_stage
+    from harness.model.result import Provenance
+
+    folder = _with_build(planted, 'BuildOptions(std="c++20")')
+    spec = folder / "spec.py"
+    text = spec.read_text()
+    cases = "cases=({}),".format(
+        ", ".join(
+            f'Case("{name}", {{"n": 9}}, defines={{"VEC": {vec}}})'
+            for name, vec in (("a", 2), ("b", 2), ("c", 3), ("d", 4))
+        )
+    )
+    text = re.sub(r"cases=\(.*?\),\n", cases + "\n", text, count=1, flags=re.S)
+    spec.write_text(text)
+    kernel = _kernel(planted, "add_one")
+    assert kernel.builds == [("-DVEC=2",), ("-DVEC=3",), ("-DVEC=4",)]
+    stage = compile_stage(
+        target=matrix.targets["sm_90a"],
+        kernels=[kernel],
+        toolchain=toolchain,
+        cache_dir=tmp_path / "cache",
+        where=Provenance(runner="ci"),
+        run_cells=lambda kernel: [],
+    )
+    named = {cell.case: cell.outcome for cell in stage.cells}
+    assert named == {
+        "compile(VEC=2)": Outcome.PASSED,
+        "compile(VEC=3)": Outcome.PASSED,
+        "compile(VEC=4)": Outcome.PASSED,
+    }
+    binaries = {stage.build_of(kernel, case).binary for case in kernel.declared.cases}
+    assert len(binaries) == 3
+    shown = {cell.case: cell.detail.split("\n")[0] for cell in stage.cells}
+    assert "-DVEC=3" in shown["compile(VEC=3)"] and "-DVEC=2" not in shown["compile(VEC=3)"]
+
+
+def test_a_failed_build_of_case_macros_fails_its_own_cases_only(
+    matrix, toolchain, planted, tmp_path
+):
+    folder = _with_build(planted, 'BuildOptions(std="c++20")')
+    source = folder / "add_one.cu"
+    source.write_text('#if VEC == 3\n#error "no VEC=3 here"\n#endif\n' + source.read_text())
+    spec = folder / "spec.py"
+    cases = (
+        'cases=(Case("two", {"n": 9}, defines={"VEC": 2}), '
+        'Case("three", {"n": 9}, defines={"VEC": 3})),'
+    )
+    spec.write_text(
+        re.sub(r"cases=\(.*?\),\n", cases + "\n", spec.read_text(), count=1, flags=re.S)
+    )
+    options = RunOptions(
+        matrix.targets["sm_90a"], (planted,), tmp_path, tmp_path / "cache", select="add_one"
+    )
+    report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    seen = {cell.name: (cell.outcome, cell.message) for cell in report.cells}
+    assert seen["compile(VEC=2)[sm_90a]"][0] is Outcome.PASSED
+    assert seen["compile(VEC=3)[sm_90a]"][0] is Outcome.FAILED
+    assert "no VEC=3 here" in seen["compile(VEC=3)[sm_90a]"][1]
+    assert seen["three[sm_90a]"] == (
+        Outcome.FAILED,
+        "not compiled: nvcc failed (see compile(VEC=3)[sm_90a])",
+    )
+    assert seen["two[sm_90a]"][0] is Outcome.SKIPPED

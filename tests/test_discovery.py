@@ -181,6 +181,11 @@ def test_each_spec_is_read_in_a_child_of_its_own_so_a_hang_names_only_itself(pla
         {**_DECLARED, "build": ["-std=c++17", "-Xcompiler=-B/tmp"]},
         {**_DECLARED, "build": ["-DVEC=4"]},
         {**_DECLARED, "build": ["-std=c++17", "-DN=1;reboot"]},
+        {**_DECLARED, "cases": [{"name": "n1", "work": None, "defines": ["-use_fast_math"]}]},
+        {**_DECLARED, "cases": [{"name": "n1", "work": None, "defines": ["-DV=1 -G"]}]},
+        {**_DECLARED, "sources": ["../other/k.cu"]},
+        {**_DECLARED, "sources": ["/etc/k.cu"]},
+        {**_DECLARED, "libraries": ["cublas"]},
     ],
 )
 def test_a_declaration_that_is_not_what_a_child_of_ours_sends_is_refused(record):
@@ -193,10 +198,13 @@ def test_an_any_of_requirement_travels_from_the_spec_s_child_whole():
     any_of = {"any": [{"arch": "sm_90a"}, {"arch": "sm_100a"}]}
     record = {
         **_DECLARED,
+        "cases": [{"name": "n1", "work": [4, 0, "fp32"], "defines": ["-DVEC=4"]}],
         "requires": any_of,
         "preload": [],
-        "build": ["-std=c++17"],
+        "build": ["-std=c++17", "-rdc=true"],
         "entries": [],
+        "sources": ["helpers.cu"],
+        "libraries": ["cudadevrt"],
     }
     read = declared.Declared.from_json(record)
     assert read.requires == either and read.to_json() == record

@@ -3,6 +3,7 @@ one an error cell with its message, so CI without a GPU fails on it."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import subprocess
 import sys
@@ -15,9 +16,9 @@ from junitparser import Error, JUnitXml, Skipped
 from harness.commands.stage import RunOptions
 from harness.commands.test import CHECKED, run_target
 from harness.model.result import Outcome, Resources, Unavailable
-from harness.run.launch import bits_of
+from harness.run.packing import bits_of, layout_of, packed
 from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
-from harness.spec import Buf, Launch, Memset, Problem, Scalar, TensorMap
+from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spec_checks"
@@ -104,8 +105,48 @@ def test_occupancy_on_a_stand_in_follows_the_calculator(registers, threads, shme
 
 
 def _problem(*launches: Launch, **buffers) -> Problem:
-    inputs = buffers or {"x": np.zeros(8, np.float32)}
+    inputs = buffers or {
+        "x": np.zeros(8, np.float32),
+        "d": np.zeros(8, np.float64),
+        "m": np.zeros((8, 8), np.float32),
+    }
     return Problem(inputs=inputs, outputs={"y": np.zeros(8, np.float32)}, launches=launches)
+
+
+def _launch(*args: object) -> Launch:
+    return Launch("k", (1, 1, 1), (32, 1, 1), args)  # type: ignore[arg-type]
+
+
+class _Inner(ctypes.Structure):
+    _fields_ = (("flag", ctypes.c_uint8), ("scale", ctypes.c_double))
+
+
+class _Params(ctypes.Structure):
+    """What a C compiler makes of the struct the test packs: the layout to match."""
+
+    _fields_ = (
+        ("n", ctypes.c_int32),
+        ("x", ctypes.c_uint64),  # a pointer
+        ("half", ctypes.c_uint16),
+        ("inner", _Inner),
+        ("tail", ctypes.c_int8),
+    )
+
+
+def test_a_struct_is_packed_as_a_c_compiler_lays_it_out():
+    struct = Struct(
+        (
+            ("n", np.int32(-7)),
+            ("x", Buf("x")),
+            ("half", ml_dtypes.bfloat16(1.5)),
+            ("inner", Struct((("flag", np.uint8(1)), ("scale", np.float64(0.25))))),
+            ("tail", np.int8(-1)),
+        )
+    )
+    expected = _Params(-7, 0xDEAD0000, 0x3FC0, _Inner(1, 0.25), -1)
+    shape = layout_of(struct)
+    assert (shape.size, shape.alignment) == (ctypes.sizeof(_Params), ctypes.alignment(_Params))
+    assert packed(struct, {"x": 0xDEAD0000}.__getitem__) == bytes(expected)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +159,18 @@ def _problem(*launches: Launch, **buffers) -> Problem:
         (Launch("k", (1, 1, 1), (32, 1, 1), (), shmem_bytes=300_000), "300000 bytes of dynamic"),
         (Launch("k", (1, 1, 1), (32, 1, 1), (TensorMap("x", (1, 8)),)), "'x', which is not 2-D"),
         (Launch("k", (1, 1, 1), (32, 1, 1), (Scalar(1.5),)), "Scalar(1.5) of float"),
-        (Launch("k", (1, 1, 1), (32, 1, 1), ("x",)), "'x' is not a Buf, Scalar or TensorMap"),
+        (Launch("k", (1, 1, 1), (32, 1, 1), ("x",)), "'x' is not a Buf, Scalar, TensorMap"),
+        (_launch(Struct((("p", Buf("z")),))), "field p names buffer 'z', which the problem"),
+        (_launch(Struct((("n", 3),))), "field n: Scalar(3) of int"),
+        (_launch(Struct(())), "a Struct with no fields"),
+        (_launch(Struct((("inner", Struct((("v", 1.5),))),))), "field inner.v: Scalar(1.5)"),
+        (_launch(Struct((("n", np.int32(1)),)), TensorMap("m", (1, 8))), "not TensorMap"),
+        (_launch(Texture("y")), "a Texture over 'y', which is not an input"),
+        (_launch(Texture("x", dims=2)), "a 2-D Texture over 'x', which is 1-D"),
+        (_launch(Texture("x", dims=3)), "dims=3"),
+        (_launch(Texture("x", filter="linear")), "a 1-D Texture reads with tex1Dfetch"),
+        (_launch(Texture("m", dims=2, filter="cubic")), "filter='cubic'"),
+        (_launch(Texture("d")), "a Texture over 'd' of float64"),
     ],
 )
 def test_a_launch_no_gpu_could_take_is_named(launch, said):

@@ -63,7 +63,7 @@ class _Base:
     to time (`missing`: NEW; `broken`: NOT_RUN)."""
 
     kernel: Kernel | None = None
-    build: Build | None = None
+    builds: dict[tuple[str, ...], Build] | None = None  # by case macros
     missing: str = ""
     broken: str = ""
 
@@ -95,15 +95,15 @@ def compare_target(
     }
     found: dict[tuple[str, str], ABComparison] = {}
     jobs: list[tuple[tuple[str, str], PairJob]] = []
+    base_codes: dict[tuple[str, str], str | None] = {}  # the base build's code identity
     for kernel in head.kernels:
-        cases = [c for c in kernel.case_names if (kernel.classname, c) in passed]
-        plan = _plan(head.builds[kernel.classname], bases[kernel.classname], commit)
+        cases = [c for c in kernel.declared.cases if (kernel.classname, c.name) in passed]
         for case in cases:
-            key = (kernel.classname, case)
+            key = (kernel.classname, case.name)
+            head_build = head.build_of(kernel, case)
+            plan = _plan(head_build, bases[kernel.classname], case.name, commit)
             if isinstance(plan, ABComparison):
                 found[key] = plan
-            elif case not in plan.kernel.case_names:
-                found[key] = ABComparison(commit, ABJudgement.NEW, "the base has no such case")
             elif plan.identical and not everything:
                 found[key] = ABComparison(
                     commit,
@@ -114,22 +114,23 @@ def compare_target(
             else:
                 try:
                     base_binary = runnable_binary(target, device, plan.build)
-                    head_binary = runnable_binary(target, device, head.builds[kernel.classname])
+                    head_binary = runnable_binary(target, device, head_build, case.defines)
                 except CellError as cannot:
                     found[key] = ABComparison(commit, ABJudgement.NOT_RUN, str(cannot))
                     continue
                 job = PairJob(
                     plan.kernel.spec_file,
                     kernel.spec_file,
-                    case,
+                    case.name,
                     target,
                     base_binary,
                     head_binary,
                     matrix.ab,
                 )
                 jobs.append((key, job))
+                base_codes[key] = plan.code
     if jobs and not isinstance(devices, Unavailable):
-        found.update(_time_pairs(jobs, devices[0], matrix, commit, bases))
+        found.update(_time_pairs(jobs, devices[0], matrix, commit, base_codes))
     return found
 
 
@@ -144,14 +145,17 @@ class _Plan:
     code: str | None  # the base's code identity
 
 
-def _plan(head_build: Build, base: _Base, commit: str) -> _Plan | ABComparison:
-    """How a kernel's cases are compared: timed against the base's build, or, where there is
-    none to time, what every case of it gets (NEW, NOT_RUN) and why."""
-    build = base.build
+def _plan(head_build: Build, base: _Base, case: str, commit: str) -> _Plan | ABComparison:
+    """How a case is compared: timed against the base's build of it, or, where there is none
+    to time, what it gets (NEW, NOT_RUN) and why."""
     if base.missing:
         return ABComparison(commit, ABJudgement.NEW, base.missing)
-    if base.broken or base.kernel is None or build is None:
+    if base.broken or base.kernel is None or base.builds is None:
         return ABComparison(commit, ABJudgement.NOT_RUN, base.broken or "no base build")
+    base_case = next((c for c in base.kernel.declared.cases if c.name == case), None)
+    if base_case is None:
+        return ABComparison(commit, ABJudgement.NEW, "the base has no such case")
+    build = base.builds[base_case.defines]
     if isinstance(build, Unavailable):
         return ABComparison(commit, ABJudgement.NOT_RUN, f"the base was not compiled: {build.why}")
     if build.binary is None:
@@ -196,11 +200,13 @@ def _base_kernels(
             sides[name] = _Base(broken=f"the base's spec cannot be used: {broken[name]}")
         elif name not in by_name:
             sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
-        elif name not in stage.builds:
+        elif by_name[name] not in stage.kernels:
             needs = by_name[name].declared.requires
             sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
         else:
-            sides[name] = _Base(by_name[name], stage.builds[name])
+            base_kernel = by_name[name]
+            builds = {d: stage.builds[name, d] for d in base_kernel.builds}
+            sides[name] = _Base(base_kernel, builds)
     return sides
 
 
@@ -209,7 +215,7 @@ def _time_pairs(
     device: DeviceInfo,
     matrix: Matrix,
     commit: str,
-    bases: dict[str, _Base],
+    base_codes: dict[tuple[str, str], str | None],
 ) -> dict[tuple[str, str], ABComparison]:
     """Each job timed in a GPU worker of its kernel's own (a fault costs its own case and a
     fresh worker; the next kernel's worker starts while this one's cases are timed), judged."""
@@ -233,9 +239,7 @@ def _time_pairs(
                     timing = PairTiming.from_json(pools[index].run(job, timeout_s))
                 except (WorkerFault, ValueError) as fault:
                     timing = PairTiming(why=f"the A/B's worker failed: {fault}")
-                code = bases[key[0]].build
-                identity = code.code_identity if isinstance(code, Compiled) else None
-                found[key] = _judged(timing, commit, identity)
+                found[key] = _judged(timing, commit, base_codes[key])
                 print(_line(key, found[key]), flush=True)
             pools[index].close()
     return found

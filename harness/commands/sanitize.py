@@ -54,8 +54,8 @@ ROOT = Path(__file__).resolve().parents[2]  # where the case process imports the
 PARALLEL = max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def smallest_case(declared: Declared) -> str:
-    """The name of the case with the least work (bytes + flops); ties keep the spec's order.
+def smallest_case(declared: Declared) -> DeclaredCase:
+    """The case with the least work (bytes + flops); ties keep the spec's order.
 
     A case whose work() needs what setup() derives on the device cannot be weighed here, and
     ranks after every case that can.
@@ -66,7 +66,7 @@ def smallest_case(declared: Declared) -> str:
             return 1, 0
         return 0, case.work.bytes + case.work.flops
 
-    return min(declared.cases, key=weight).name
+    return min(declared.cases, key=weight)
 
 
 def sanitize_target(
@@ -80,7 +80,7 @@ def sanitize_target(
     tools = matrix.sanitize.tools
 
     def run_cells(kernel: Kernel) -> list[RunCell]:
-        case = smallest_case(kernel.declared)
+        case = smallest_case(kernel.declared).name
         return [RunCell(CellKind.SANITIZER, case, tool.value) for tool in tools]
 
     files = store.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
@@ -95,7 +95,9 @@ def sanitize_target(
         queued: list[list[Future[Cell]] | list[Cell]] = []
         for kernel in stage.kernels:
             try:
-                binary = runnable_binary(target, device, stage.builds[kernel.classname])
+                case = smallest_case(kernel.declared)
+                build = stage.build_of(kernel, case)
+                binary = runnable_binary(target, device, build, case.defines)
                 if isinstance(sanitizer, Unavailable):
                     raise Broken(sanitizer.why)
             except CellError as cannot:
@@ -104,9 +106,9 @@ def sanitize_target(
                 )
                 continue
             assert isinstance(device, DeviceInfo)  # runnable_binary raised otherwise
-            case = smallest_case(kernel.declared)
             runs = [
-                _Run(sanitizer, tool, kernel, case, target, binary, device, where) for tool in tools
+                _Run(sanitizer, tool, kernel, case.name, target, binary, device, where)
+                for tool in tools
             ]
             queued.append([pool.submit(_sanitize, run, matrix) for run in runs])
         for cells in queued:

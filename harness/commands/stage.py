@@ -17,7 +17,8 @@ from pathlib import Path
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import declared
-from harness.model.discovery import Kernel, KernelFolder, kernel_folders
+from harness.model.declared import DeclaredCase
+from harness.model.discovery import Kernel, KernelFolder, build_label, kernel_folders
 from harness.model.matrix import Matrix, Target
 from harness.model.provenance import runner_name
 from harness.model.result import (
@@ -81,6 +82,12 @@ class RunCell:
 
 
 COMPILE_CELL = RunCell(CellKind.COMPILE, "compile")
+
+
+def compile_cell_of(defines: tuple[str, ...]) -> RunCell:
+    """The compile cell of a build: `compile`, or `compile(VEC=4)` for one of case macros."""
+    label = build_label(defines)
+    return RunCell(CellKind.COMPILE, f"compile({label})") if label else COMPILE_CELL
 
 
 class NothingToRun(Exception):
@@ -223,7 +230,11 @@ class CompileStage:
 
     cells: list[Cell]  # target-unsupported skips, compile cells
     kernels: list[Kernel]  # those the target expresses, in the order found
-    builds: dict[str, Build]  # by classname
+    builds: dict[tuple[str, tuple[str, ...]], Build]  # by classname and case macros
+
+    def build_of(self, kernel: Kernel, case: DeclaredCase) -> Build:
+        """The build `case` runs: its kernel's, or that of its own macros."""
+        return self.builds[kernel.classname, case.defines]
 
     @property
     def fresh(self) -> int:
@@ -257,26 +268,33 @@ def compile_stage(
                 f"{target.sass}, which cannot express it"
             )
             unsupported = Skip(SkipReason.TARGET_UNSUPPORTED, why)
-            for run in [COMPILE_CELL, *run_cells(kernel)]:
+            compiles = [compile_cell_of(defines) for defines in kernel.builds]
+            for run in [*compiles, *run_cells(kernel)]:
                 cells.append(settled_cell(kernel, run, target, where, unsupported))
-    builds = _compile(expressible, target, toolchain, cache_dir)
-    for kernel in expressible:
-        cells.append(_compile_cell(kernel, target, builds[kernel.classname], where))
+    pairs = [(kernel, defines) for kernel in expressible for defines in kernel.builds]
+    builds = _compile(pairs, target, toolchain, cache_dir)
+    for kernel, defines in pairs:
+        build = builds[kernel.classname, defines]
+        cells.append(_compile_cell(kernel, defines, target, build, where))
     return CompileStage(cells, expressible, builds)
 
 
 def _compile(
-    kernels: list[Kernel], target: Target, toolchain: Toolchain | Unavailable, cache_dir: Path
-) -> dict[str, Build]:
-    """Builds by classname."""
+    pairs: list[tuple[Kernel, tuple[str, ...]]],
+    target: Target,
+    toolchain: Toolchain | Unavailable,
+    cache_dir: Path,
+) -> dict[tuple[str, tuple[str, ...]], Build]:
+    """Builds by classname and case macros."""
+    keys = [(kernel.classname, defines) for kernel, defines in pairs]
     if isinstance(toolchain, Unavailable):
-        return {k.classname: toolchain for k in kernels}
+        return dict.fromkeys(keys, toolchain)
     if toolchain.release != target.toolkit.version:
         wrong = Unavailable(
             f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
             f"{toolchain.version}"
         )
-        return {k.classname: wrong for k in kernels}
+        return dict.fromkeys(keys, wrong)
     known = gpu_codes(toolchain)
     if known is not None and re.sub(r"[af]$", "", target.sass) not in known:
         # The matrix is wrong, not the kernel: every compile cell says so in these words.
@@ -284,13 +302,16 @@ def _compile(
             f"matrix.yaml: target {target.name} emits {target.sass}, which nvcc "
             f"{toolchain.version} does not know (it knows {', '.join(known)})"
         )
-        return {k.classname: unknown for k in kernels}
-    results = Compiler(toolchain, cache_dir).compile_all([(k, target) for k in kernels])
-    return {k.classname: r for k, r in zip(kernels, results, strict=True)}
+        return dict.fromkeys(keys, unknown)
+    variants = [(kernel.variant(defines), target) for kernel, defines in pairs]
+    results = Compiler(toolchain, cache_dir).compile_all(variants)
+    return dict(zip(keys, results, strict=True))
 
 
-def _compile_cell(kernel: Kernel, target: Target, build: Build, where: Provenance) -> Cell:
-    cell = new_cell(kernel, COMPILE_CELL, target, where)
+def _compile_cell(
+    kernel: Kernel, defines: tuple[str, ...], target: Target, build: Build, where: Provenance
+) -> Cell:
+    cell = new_cell(kernel, compile_cell_of(defines), target, where)
     if isinstance(build, Unavailable):
         cell.compile = CompileFacts(embedded=target.gencode)
         cell.settle(KernelFailed(f"not compiled: {build.why}"))
@@ -320,14 +341,20 @@ def _compile_cell(kernel: Kernel, target: Target, build: Build, where: Provenanc
     return cell
 
 
-def runnable_binary(target: Target, device: DeviceInfo | Unavailable, build: Build) -> Path:
+def runnable_binary(
+    target: Target,
+    device: DeviceInfo | Unavailable,
+    build: Build,
+    defines: tuple[str, ...] = (),
+) -> Path:
     """The binary a build's run cells load here; the CellError that settles them when they
-    cannot run here."""
+    cannot run here. `defines`: the case macros the build is of, to name its compile cell."""
     # A case that can never run because its kernel did not build fails, on any machine.
     if isinstance(build, Unavailable):
         raise KernelFailed(f"not compiled: {build.why}")
     if build.binary is None:
-        raise KernelFailed(f"not compiled: nvcc failed (see compile[{target.name}])")
+        compiled = compile_cell_of(defines).case
+        raise KernelFailed(f"not compiled: nvcc failed (see {compiled}[{target.name}])")
     if isinstance(device, Unavailable):
         raise Skip(SkipReason.NO_DEVICE, f"no CUDA device visible ({device.why})")
     if target.runs_on(device.cc) is None:

@@ -186,20 +186,26 @@ def _run_cases(
         )
     }
     jobs = []
-    unrunnable: list[tuple[Kernel, Skip]] = []
+    unrunnable: list[tuple[Kernel, Skip, list[str]]] = []
     for kernel in stage.kernels:
-        try:
-            binary = runnable_binary(target, first, stage.builds[kernel.classname])
-        except Skip as cannot:
-            unrunnable.append((kernel, cannot))
-            continue
-        except CellError as cannot:
-            for case_cell in _case_cells(kernel):
-                report.cells.append(settled_cell(kernel, case_cell, target, where, cannot))
-            continue
+        cannot_run: list[str] = []  # cases this machine cannot run: checked on its CPU
+        skip = None
         for case in kernel.declared.cases:
+            try:
+                build = stage.build_of(kernel, case)
+                binary = runnable_binary(target, first, build, case.defines)
+            except Skip as cannot:
+                skip = cannot
+                cannot_run.append(case.name)
+                continue
+            except CellError as cannot:  # its build failed: it fails, on any machine
+                run = RunCell(CellKind.CASE, case.name)
+                report.cells.append(settled_cell(kernel, run, target, where, cannot))
+                continue
             key = (kernel.classname, case.name)
             jobs.append(_Job(kernel, case, binary, expected(key, last_run, case.work)))
+        if skip is not None:
+            unrunnable.append((kernel, skip, cannot_run))
     report.cells += _checked_here(unrunnable, stage, matrix, target, where)
     store.write(files, report)
     if jobs and not isinstance(devices, Unavailable):
@@ -224,7 +230,7 @@ def _shared_gpu(cells: list[Cell]) -> str | None:
 
 
 def _checked_here(
-    unrunnable: list[tuple[Kernel, Skip]],
+    unrunnable: list[tuple[Kernel, Skip, list[str]]],
     stage: CompileStage,
     matrix: Matrix,
     target: Target,
@@ -233,19 +239,22 @@ def _checked_here(
     """The case cells of kernels that cannot run here (no GPU, or not this one), each checked
     on this machine's CPU (harness.run.spec_check): an error where its spec would break it on
     a GPU, else skipped with why it did not run."""
-    builds = {kernel.classname: stage.builds[kernel.classname] for kernel, _ in unrunnable}
     findings = check_kernels(
-        [kernel for kernel, _ in unrunnable],
-        {name: b.resources if isinstance(b, Compiled) else None for name, b in builds.items()},
+        [kernel for kernel, _, _ in unrunnable],
+        {
+            key: build.resources if isinstance(build, Compiled) else None
+            for key, build in stage.builds.items()
+        },
         target,
         matrix.timer.case_timeout_s,
     )
     cells = []
-    for kernel, cannot in unrunnable:
-        for case_cell in _case_cells(kernel):
-            found = findings[kernel.classname][case_cell.case]
+    for kernel, cannot, names in unrunnable:
+        for name in names:
+            found = findings[kernel.classname][name]
             settled = SpecError(found) if found else cannot.adding(CHECKED)
-            cells.append(settled_cell(kernel, case_cell, target, where, settled))
+            run = RunCell(CellKind.CASE, name)
+            cells.append(settled_cell(kernel, run, target, where, settled))
     return cells
 
 

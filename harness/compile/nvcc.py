@@ -77,6 +77,23 @@ class Compiled:
     symbols: dict[str, str] = dataclasses.field(default_factory=dict)  # C++ entry -> symbol
 
 
+class _NoLibrary(Exception):
+    """A device library the spec names is not in the toolkit."""
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One nvcc run of a build, and the file it writes."""
+
+    command: tuple[str, ...]
+    output: Path
+
+
+def _unit_file(binary: Path, index: int) -> Path:
+    """Where a relocatable build keeps its unit `index`, for the driver to link PTX from."""
+    return binary.with_name(f"{binary.stem}.unit{index}.fatbin")
+
+
 def sources_of(source: Path, tree: Path | None = None) -> list[Path]:
     """The .cu and every project header it includes with quotes, transitively.
 
@@ -156,7 +173,17 @@ def cache_key(kernel: Kernel, target: Target, fingerprint: str) -> str:
         digest.update(b"entry\0" + name.encode() + b"\0")
     for path in sources_of(kernel.source, kernel.folder.parent.parent):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for unit in kernel.units[1:]:  # a kernel of one source keeps the key it always had
+        digest.update(b"unit\0")
+        for path in sources_of(unit, kernel.folder.parent.parent):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for library in kernel.declared.libraries:
+        digest.update(b"library\0" + library.encode() + b"\0")
     return digest.hexdigest()[:24]
+
+
+def is_relocatable(kernel: Kernel) -> bool:
+    return "-rdc=true" in kernel.declared.build
 
 
 def _readable(resources: dict[str, Resources], symbols: dict[str, str]) -> dict[str, Resources]:
@@ -174,6 +201,15 @@ def symbols_of_binary(binary: Path) -> dict[str, str]:
     """The C++ entries of a cached build and their symbols, from its record beside it."""
     symbols = _record_of(binary).get("symbols")
     return dict(symbols) if isinstance(symbols, dict) else {}
+
+
+def jit_inputs_of_binary(binary: Path) -> list[Path]:
+    """What the driver links for a device that runs a relocatable build's PTX: its units'
+    fatbins (their PTX) and the device libraries, kept beside it; [] for any other build."""
+    names = _record_of(binary).get("jit_link")
+    if not isinstance(names, list):
+        return []
+    return [binary.parent / str(name) for name in names]
 
 
 def entries_of_binary(binary: Path) -> list[str]:
@@ -247,6 +283,8 @@ def _read_entry(binary: Path, record: Path) -> dict | None:
         if hashlib.sha256(binary.read_bytes()).hexdigest() != entry["sha256"]:
             return None
         entry["resources"] = {n: Resources(**r) for n, r in entry["resources"].items()}
+        if not all((binary.parent / name).is_file() for name in entry.get("jit_link", [])):
+            return None  # a unit the driver would link for PTX has gone
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return entry
@@ -273,7 +311,11 @@ class Compiler:
         """Scratch files of runs that were killed: older than the nvcc timeout, no live nvcc
         still writes them."""
         now = time.time()
-        swept = [*self.cache_dir.glob("*/*.tmp"), *self.cache_dir.glob("*/*.tmp.cu")]
+        swept = [
+            *self.cache_dir.glob("*/*.tmp"),
+            *self.cache_dir.glob("*/*.tmp.cu"),
+            *self.cache_dir.glob("*/*.tmp.unit*.fatbin"),
+        ]
         for scratch in swept:
             with contextlib.suppress(OSError):  # another run swept it first
                 if now - scratch.stat().st_mtime > self.timeout_s:
@@ -344,20 +386,17 @@ class Compiler:
         unit = scratch.with_name(scratch.name + ".cu") if names else None
         if unit is not None:
             unit.write_text(entries.probe_source(kernel.source, names))
-        command = self.command(kernel, target, scratch, unit)
         started = time.monotonic()
+        steps = []
         try:
-            status, log = self._run_nvcc(command, kernel.folder)
-            failed = status != 0
-            if status is None:
-                log += f"\ntimeout: nvcc ran past {self.timeout_s:g} s and was killed"
-            elif failed:
-                log += f"\nnvcc exited with status {status}"
-            log = log.strip()
+            steps = self._steps(kernel, target, scratch, unit)
+            failed, log = self._run_steps(steps, kernel.folder)
             if unit is not None:
                 log = entries.said_of_probes(log, unit, names, kernel.source)
         except OSError as error:
-            failed, log = True, f"cannot run {command[0]}: {error.strerror}"
+            failed, log = True, f"cannot run {self.toolchain.nvcc}: {error.strerror}"
+        except _NoLibrary as error:
+            failed, log = True, f"error: {error}"
         finally:
             if unit is not None:
                 unit.unlink(missing_ok=True)
@@ -371,10 +410,19 @@ class Compiler:
                 failed, log = True, f"{log}\nerror: {error}"
         resources = _readable(resources, symbols)
         log = bounded(log, LOG_CHARS)
+        # as the cell and the cache show it: the kernel's source, the kept files' names
+        renames = {str(scratch): str(binary), str(unit): str(kernel.source)}
+        for index, step in enumerate(steps[:-1]):
+            renames[str(step.output)] = str(_unit_file(binary, index))
+        shown = tuple(
+            part for step in steps for part in (*(renames.get(x, x) for x in step.command), "&&")
+        )[:-1]
+        kept = [step.output for step in steps[:-1]]  # the units of a relocatable build
         if failed:
-            scratch.unlink(missing_ok=True)
-            return Compiled(None, command, log, seconds, False, resources)
-        shown = self.command(kernel, target, binary)
+            for scratch_file in (scratch, *kept):
+                scratch_file.unlink(missing_ok=True)
+            return Compiled(None, shown, log, seconds, False, resources)
+        jit_link = self._keep_for_jit(kernel, target, kept, scratch, binary)
         sha256 = hashlib.sha256(scratch.read_bytes()).hexdigest()
         identity, log = self._identity(scratch, log)
         record_scratch = scratch.with_suffix(".json.tmp")
@@ -387,6 +435,7 @@ class Compiler:
                     "log": log,
                     "resources": {name: asdict(r) for name, r in resources.items()},
                     "symbols": symbols,
+                    "jit_link": jit_link,
                 }
             )
         )
@@ -403,6 +452,83 @@ class Compiler:
             code_identity=identity,
             symbols=symbols,
         )
+
+    def _steps(
+        self, kernel: Kernel, target: Target, scratch: Path, unit: Path | None
+    ) -> list[_Step]:
+        """The nvcc runs of a build: one, or for relocatable device code one per unit and a
+        device link of them all (with the libraries the spec names) into `scratch`."""
+        if not is_relocatable(kernel):
+            return [_Step(self.command(kernel, target, scratch, unit), scratch)]
+        units = [unit or kernel.source, *kernel.units[1:]]
+        # nvcc knows an input by its suffix: a unit's fatbin must end in .fatbin
+        outputs = [scratch.with_name(f"{scratch.name}.unit{i}.fatbin") for i in range(len(units))]
+        steps = [
+            _Step(self.command(kernel, target, output, source), output)
+            for source, output in zip(units, outputs, strict=True)
+        ]
+        libraries = []
+        for name in kernel.declared.libraries:
+            found = self.toolchain.library(name)
+            if found is None:
+                raise _NoLibrary(
+                    f"the toolkit of {self.toolchain.nvcc} has no lib{name}.a for the device link"
+                )
+            libraries.append(str(found))
+        link = (
+            str(self.toolchain.nvcc),
+            "-dlink",
+            "-fatbin",
+            "-gencode",
+            target.gencode,
+            *map(str, outputs),
+            *libraries,
+            "-o",
+            str(scratch),
+        )
+        return [*steps, _Step(link, scratch)]
+
+    def _run_steps(self, steps: list[_Step], folder: Path) -> tuple[bool, str]:
+        """Each step's nvcc in turn until one fails: whether one did, and all they said."""
+        said = []
+        for step in steps:
+            status, log = self._run_nvcc(step.command, folder)
+            said.append(log)
+            if status is None:
+                said.append(f"timeout: nvcc ran past {self.timeout_s:g} s and was killed")
+            elif status != 0:
+                said.append(f"nvcc exited with status {status}")
+            if status != 0:
+                return True, "\n".join(said).strip()
+        return False, "\n".join(said).strip()
+
+    def _keep_for_jit(
+        self, kernel: Kernel, target: Target, units: list[Path], scratch: Path, binary: Path
+    ) -> list[str]:
+        """A relocatable build's units, and a copy of its libraries, kept beside the binary when
+        the target embeds PTX: a newer GPU runs that PTX only through a link of its own, which
+        the driver makes from them (launch.Module). Their names; the units are dropped when
+        nothing will link them."""
+        if not units or not target.ptx:
+            for unit in units:
+                unit.unlink(missing_ok=True)
+            return []
+        names = []
+        for index, unit in enumerate(units):
+            kept = _unit_file(binary, index)
+            os.replace(unit, kept)
+            names.append(kept.name)
+        for name in kernel.declared.libraries:
+            library = self.toolchain.library(name)
+            assert library is not None  # _steps found it
+            data = library.read_bytes()
+            copy = binary.parent / f"lib{name}-{hashlib.sha256(data).hexdigest()[:12]}.a"
+            if not copy.is_file():
+                partial = copy.with_suffix(".a.tmp")
+                partial.write_bytes(data)
+                os.replace(partial, copy)
+            names.append(copy.name)
+        return names
 
     def _identity(self, binary: Path, log: str) -> tuple[str | None, str]:
         """The binary's code identity, and the log, which says why when there is none."""

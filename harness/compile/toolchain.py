@@ -36,6 +36,16 @@ class Toolchain:
         """Beside nvcc in a toolkit and in the wheels (nvidia-cuda-cuobjdump); may be absent."""
         return self.nvcc.parent / "cuobjdump"
 
+    def library(self, name: str) -> Path | None:
+        """The toolkit's static device library `lib<name>.a` (cudadevrt): in lib/ in the
+        wheels, lib64/ or targets/<triple>/lib/ in an installed toolkit; None where absent."""
+        root = self.nvcc.parent.parent
+        for folder in ("lib", "lib64", *sorted(str(p) for p in root.glob("targets/*/lib"))):
+            found = root / folder / f"lib{name}.a"
+            if found.is_file():
+                return found
+        return None
+
 
 def _wheel_nvcc() -> Path | None:
     if importlib.util.find_spec("nvidia") is None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 from harness.spec import BuildOptions
 
 STANDARDS = ("c++17", "c++20")
+# What a device link may take beyond the units: the toolkit's own device runtime
+LIBRARIES = ("cudadevrt",)
 # Each a whole flag (fullmatch): code generation and diagnostics, nothing that names a file
 ALLOWED_FLAGS = (
     r"--?use_fast_math",
@@ -39,18 +42,8 @@ def problem_with(options: object) -> str | None:
         return f"build is {options!r}, not a BuildOptions(...)"
     if options.std not in STANDARDS:
         return f"build std {options.std!r} is not one of {', '.join(STANDARDS)}"
-    if not isinstance(options.defines, Mapping):
-        return f"build defines is {type(options.defines).__name__}, not a mapping"
-    for name, value in options.defines.items():
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            return f"build define {name!r} is not a macro name"
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            return f"build define {name} is {value!r}: a macro's value is an int or a string"
-        if not _VALUE.fullmatch(str(value)):
-            return (
-                f"build define {name}={value!r}: a value of letters, digits and _ . + - only "
-                "(nvcc passes it through a shell)"
-            )
+    if why := defines_problem(options.defines):
+        return f"build {why}"
     if not isinstance(options.flags, tuple | list):
         return f"build flags is {type(options.flags).__name__}, not a tuple of flags"
     for flag in options.flags:
@@ -60,8 +53,52 @@ def problem_with(options: object) -> str | None:
                 "only, never name a file or a program (allowed: -use_fast_math, --ftz=, "
                 "--prec-div=, --prec-sqrt=, --fmad=, --expt-relaxed-constexpr, "
                 "--extended-lambda, -maxrregcount=N, --restrict, --extra-device-vectorization, "
-                "--default-stream=, -Xptxas=-O<n>, --diag-suppress=, -Wno-deprecated-*, -G)"
+                "--default-stream=, -Xptxas=-O<n>, --diag-suppress=, -Wno-deprecated-*, -G; "
+                "-rdc is relocatable=True, more files are sources=, libraries are libraries=)"
             )
+    if not isinstance(options.relocatable, bool):
+        return f"build relocatable is {options.relocatable!r}, not True or False"
+    if not isinstance(options.sources, tuple | list):
+        return f"build sources is {type(options.sources).__name__}, not a tuple of file names"
+    for name in options.sources:
+        if why := source_problem(name):
+            return f"build sources: {why}"
+    if not isinstance(options.libraries, tuple | list):
+        return f"build libraries is {type(options.libraries).__name__}, not a tuple of names"
+    for library in options.libraries:
+        if library not in LIBRARIES:
+            return f"build library {library!r} is not one of {', '.join(LIBRARIES)}"
+    if (options.sources or options.libraries) and not options.relocatable:
+        return (
+            "build sources and libraries are device-linked: they need relocatable=True (-rdc=true)"
+        )
+    return None
+
+
+def defines_problem(defines: object) -> str | None:
+    """Why `defines` cannot be macros on nvcc's command line; None when they can."""
+    if not isinstance(defines, Mapping):
+        return f"defines is {type(defines).__name__}, not a mapping"
+    for name, value in defines.items():
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            return f"define {name!r} is not a macro name"
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return f"define {name} is {value!r}: a macro's value is an int or a string"
+        if not _VALUE.fullmatch(str(value)):
+            return (
+                f"define {name}={value!r}: a value of letters, digits and _ . + - only "
+                "(nvcc passes it through a shell)"
+            )
+    return None
+
+
+def source_problem(name: object) -> str | None:
+    """Why `name` is not a .cu file of the kernel's folder, as a spec names one."""
+    if not isinstance(name, str) or not name.endswith(".cu"):
+        return f"{name!r} is not a .cu file name"
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not _VALUE.fullmatch(name.replace("/", "")):
+        return f"{name!r}: a source is a file in the kernel's folder, named plainly"
     return None
 
 
@@ -74,9 +111,25 @@ def entry_problem(name: object) -> str | None:
 
 def nvcc_flags(options: BuildOptions) -> tuple[str, ...]:
     """What `options` puts on nvcc's command line, in a fixed order (the cache key's): the
-    standard, the macros, the flags."""
-    defines = tuple(f"-D{name}={value}" for name, value in sorted(options.defines.items()))
-    return (f"-std={options.std}", *defines, *options.flags)
+    standard, the macros, the flags, and -rdc=true for relocatable device code."""
+    relocatable = ("-rdc=true",) if options.relocatable else ()
+    return (f"-std={options.std}", *define_flags(options.defines), *options.flags, *relocatable)
+
+
+def define_flags(defines: Mapping[str, str | int]) -> tuple[str, ...]:
+    """-DNAME=VALUE for each macro, sorted by name."""
+    return tuple(f"-D{name}={value}" for name, value in sorted(defines.items()))
+
+
+def with_defines(flags: tuple[str, ...], defines: tuple[str, ...]) -> tuple[str, ...]:
+    """`flags` (nvcc_flags') with the macros `defines` (-DNAME=VALUE) put over theirs: a macro
+    both set is the case's, once."""
+    named = {flag[2:].partition("=")[0] for flag in defines}
+    kept = [f for f in flags if not (f.startswith("-D") and f[2:].partition("=")[0] in named)]
+    standard, *rest = kept
+    own = [f for f in rest if f.startswith("-D")]
+    others = [f for f in rest if not f.startswith("-D")]
+    return (standard, *sorted([*own, *defines], key=lambda f: f[2:].partition("=")[0]), *others)
 
 
 def flag_problem(flag: object) -> str | None:
@@ -88,4 +141,6 @@ def flag_problem(flag: object) -> str | None:
     if flag.startswith("-D"):
         name, _, value = flag[2:].partition("=")
         return None if _NAME.fullmatch(name) and _VALUE.fullmatch(value) else f"{flag} refused"
+    if flag == "-rdc=true":
+        return None
     return None if any(re.fullmatch(p, flag) for p in ALLOWED_FLAGS) else f"{flag} refused"

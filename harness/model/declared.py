@@ -24,7 +24,14 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from harness.model.build_options import entry_problem, flag_problem, nvcc_flags
+from harness.model.build_options import (
+    LIBRARIES,
+    define_flags,
+    entry_problem,
+    flag_problem,
+    nvcc_flags,
+    source_problem,
+)
 from harness.model.result import SpecError
 from harness.processes import describe_exit
 from harness.spec import (
@@ -50,6 +57,7 @@ class DeclaredCase:
 
     name: str
     work: Work | None
+    defines: tuple[str, ...] = ()  # the case's own macros (-DNAME=VALUE): its build's
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Declared:
     # what the spec puts on nvcc's command line (build_options.nvcc_flags), its standard first
     build: tuple[str, ...] = field(default_factory=lambda: nvcc_flags(BuildOptions()))
     entries: tuple[str, ...] = ()  # C++ entries the build instantiates and maps
+    sources: tuple[str, ...] = ()  # more units, device-linked with the source
+    libraries: tuple[str, ...] = ()  # what the device link takes: cudadevrt
 
     @classmethod
     def of(cls, spec: KernelSpec) -> Declared:
@@ -72,11 +82,16 @@ class Declared:
             source=spec.source,
             requires=spec.requires,
             sass_must_contain=tuple(spec.sass_must_contain),
-            cases=tuple(DeclaredCase(case.name, _work_or_none(spec, case)) for case in spec.cases),
+            cases=tuple(
+                DeclaredCase(case.name, _work_or_none(spec, case), define_flags(case.defines))
+                for case in spec.cases
+            ),
             vendor=spec.vendor.library if spec.vendor else None,
             preload=tuple(spec.vendor.preload) if spec.vendor else (),
             build=nvcc_flags(spec.build),
             entries=tuple(spec.entries),
+            sources=tuple(spec.build.sources),
+            libraries=tuple(spec.build.libraries),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +105,7 @@ class Declared:
                     "work": None
                     if case.work is None
                     else [case.work.bytes, case.work.flops, case.work.math.value],
+                    "defines": list(case.defines),
                 }
                 for case in self.cases
             ],
@@ -97,6 +113,8 @@ class Declared:
             "preload": list(self.preload),
             "build": list(self.build),
             "entries": list(self.entries),
+            "sources": list(self.sources),
+            "libraries": list(self.libraries),
         }
 
     @classmethod
@@ -110,7 +128,8 @@ class Declared:
                 if case["work"] is not None:
                     size, flops, units = case["work"]
                     work = Work(_count(size), _count(flops), Math(units))
-                cases.append(DeclaredCase(_str(case["name"]), work))
+                defines = _defines_from(case.get("defines", []))
+                cases.append(DeclaredCase(_str(case["name"]), work, defines))
             vendor = record["vendor"]
             return cls(
                 source=_str(record["source"]),
@@ -121,6 +140,8 @@ class Declared:
                 preload=tuple(_module_name(m) for m in _list(record["preload"])),
                 build=_build_from(record.get("build", ["-std=c++17"])),
                 entries=_entries_from(record.get("entries", [])),
+                sources=_sources_from(record.get("sources", [])),
+                libraries=_libraries_from(record.get("libraries", [])),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
@@ -132,6 +153,30 @@ def _entries_from(record: Any) -> tuple[str, ...]:
         if why := entry_problem(name):
             raise ValueError(why)
     return entries
+
+
+def _defines_from(record: Any) -> tuple[str, ...]:
+    defines = tuple(_str(flag) for flag in _list(record))
+    for flag in defines:
+        if not flag.startswith("-D") or flag_problem(flag):
+            raise ValueError(f"case define {flag!r} refused")
+    return defines
+
+
+def _sources_from(record: Any) -> tuple[str, ...]:
+    sources = tuple(_str(name) for name in _list(record))
+    for name in sources:
+        if why := source_problem(name):
+            raise ValueError(why)
+    return sources
+
+
+def _libraries_from(record: Any) -> tuple[str, ...]:
+    libraries = tuple(_str(name) for name in _list(record))
+    for name in libraries:
+        if name not in LIBRARIES:
+            raise ValueError(f"library {name!r} is not one of {LIBRARIES}")
+    return libraries
 
 
 def _build_from(record: Any) -> tuple[str, ...]:

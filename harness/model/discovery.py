@@ -21,12 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.build_options import entry_problem, problem_with
+from harness.model.build_options import (
+    defines_problem,
+    entry_problem,
+    problem_with,
+    with_defines,
+)
 from harness.model.declared import Declared
 from harness.model.result import CellKind, SpecError
 from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
 
-# A compile or spec cell is named after its kind (compile[sm_90a]): a case may not be
+# A compile or spec cell is named after its kind (compile[sm_90a], and compile(VEC=4)[sm_90a]
+# for a build of case macros): a case may not be
 RESERVED_CASE_NAMES = frozenset({CellKind.COMPILE.value, CellKind.SPEC.value})
 
 
@@ -65,6 +71,30 @@ class Kernel(KernelFolder):
     @property
     def case_names(self) -> list[str]:
         return [case.name for case in self.declared.cases]
+
+    @property
+    def units(self) -> list[Path]:
+        """The .cu files its build compiles: its source, then the sources device-linked to it."""
+        return [self.source, *(self.folder / name for name in self.declared.sources)]
+
+    @property
+    def builds(self) -> list[tuple[str, ...]]:
+        """The distinct sets of case macros, each a build of its own, in the order of the
+        cases: [()] for a kernel whose cases add none."""
+        return list(dict.fromkeys(case.defines for case in self.declared.cases))
+
+    def variant(self, defines: tuple[str, ...]) -> Kernel:
+        """The kernel as built for cases with the macros `defines`."""
+        if not defines:
+            return self
+        build = with_defines(self.declared.build, defines)
+        return dataclasses.replace(self, declared=dataclasses.replace(self.declared, build=build))
+
+
+def build_label(defines: tuple[str, ...]) -> str:
+    """How a cell names the build of a set of case macros: "" for the kernel's own, else
+    "VEC=4,TILE=8"."""
+    return ",".join(flag[2:] for flag in defines)
 
 
 @dataclass(frozen=True)
@@ -127,7 +157,11 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
     duplicates = sorted(name for name, count in counted.items() if count > 1)
     if duplicates:
         raise broken(f"case names repeat: {', '.join(duplicates)}")
-    reserved = sorted(RESERVED_CASE_NAMES & counted.keys())
+    reserved = sorted(
+        name
+        for name in counted
+        if name in RESERVED_CASE_NAMES or name.startswith(f"{CellKind.COMPILE.value}(")
+    )
     if reserved:
         raise broken(
             f"case name {reserved[0]!r} is the name of the kernel's own {reserved[0]} cell: "
@@ -135,6 +169,12 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
         )
     if why := _requirement_problem(spec.requires) or problem_with(spec.build):
         raise broken(why)
+    for name in spec.build.sources:
+        if not (where.folder / name).is_file():
+            raise broken(f"build source {name!r} is not a file beside it")
+    for case in spec.cases:
+        if why := defines_problem(case.defines):
+            raise broken(f"case {case.name!r}: {why}")
     if not isinstance(spec.entries, tuple | list):
         raise broken(f"entries is {type(spec.entries).__name__}, not a tuple of names")
     for name in spec.entries:

@@ -28,7 +28,14 @@ from harness.model.result import (
     possible_times,
 )
 from harness.report.merge import ReportSet
-from harness.report.verdict import BaseTiming, BuildIdentity, Verdict, judge, same_code
+from harness.report.verdict import (
+    BaseTiming,
+    BuildIdentity,
+    Verdict,
+    judge,
+    kernel_identity,
+    same_code,
+)
 
 # PRAGMA user_version: 1 kept each cell's properties as strings; 3 adds each run's driver and
 # toolkit, which a history of 2 gets as unknown (NULL); 4 added each timed cell's samples and
@@ -284,14 +291,14 @@ class History:
             rows = self.db.execute(
                 "SELECT classname, name, median_us, samples_us, shared_gpu, code_identity, "
                 "binary_sha256, cell FROM cells WHERE run_id = ? "
-                "AND (median_us IS NOT NULL OR name LIKE 'compile[%')",
+                "AND (median_us IS NOT NULL OR name LIKE 'compile[%' OR name LIKE 'compile(%')",
                 (run.id,),
             )
             for classname, name, median, samples, shared, identity, digest, record in rows:
                 if record is not None:  # stored before schema 5: the cell is in its JSON
                     _read_whole(record, run.target, where, stored)
                 elif median is None:  # a compile cell
-                    stored.builds[classname] = BuildIdentity(identity, digest)
+                    stored.builds.setdefault(classname, {})[name] = BuildIdentity(identity, digest)
                 else:
                     try:
                         stored.timings[(classname, name)] = _timing_of(median, samples, shared)
@@ -324,7 +331,8 @@ class _Stored:
     """A baseline's cells as read back for judging."""
 
     timings: dict[tuple[str, str], BaseTiming]  # by (classname, name)
-    builds: dict[str, BuildIdentity | None]  # the baseline's compile cells' identities
+    # the baseline's compile cells' identities, by classname and cell name
+    builds: dict[str, dict[str, BuildIdentity | None]]
     impossible: int  # cells left out for an impossible time
 
 
@@ -385,7 +393,7 @@ def _read_whole(record: str, target: str, where: Provenance, stored: _Stored) ->
     if cell.timing is not None:
         stored.timings[key] = BaseTiming.of(cell.timing)
     if cell.kind is CellKind.COMPILE:
-        stored.builds[cell.classname] = BuildIdentity.of(cell.compile)
+        stored.builds.setdefault(cell.classname, {})[cell.name] = BuildIdentity.of(cell.compile)
 
 
 def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Comparison) -> None:
@@ -394,12 +402,16 @@ def _judge_alike(report: Report, stored: _Stored, baseline: str, comparison: Com
             f"{report.target}: {stored.impossible} cell(s) of the baseline {baseline[:10]} have "
             "impossible times (NaN, infinite, zero or negative): not judged against"
         )
-    built_now = {
-        c.classname: BuildIdentity.of(c.compile) for c in report.cells if c.kind is CellKind.COMPILE
-    }
+    built_now: dict[str, dict[str, BuildIdentity | None]] = {}
+    for c in report.cells:
+        if c.kind is CellKind.COMPILE:
+            built_now.setdefault(c.classname, {})[c.name] = BuildIdentity.of(c.compile)
     for cell in report.cells:
         base = stored.timings.get((cell.classname, cell.name))
         if cell.timing is None or base is None:
             continue
-        same = same_code(built_now.get(cell.classname), stored.builds.get(cell.classname))
+        same = same_code(
+            kernel_identity(built_now.get(cell.classname, {})),
+            kernel_identity(stored.builds.get(cell.classname, {})),
+        )
         comparison.verdicts.append(judge(cell, base, same))

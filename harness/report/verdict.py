@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.model.result import Cell, CompileFacts, Timing
@@ -111,6 +112,25 @@ class BuildIdentity:
     @classmethod
     def of(cls, facts: CompileFacts | None) -> BuildIdentity | None:
         return None if facts is None else cls(facts.code_identity, facts.binary_sha256)
+
+
+def kernel_identity(builds: Mapping[str, BuildIdentity | None]) -> BuildIdentity | None:
+    """What tells a kernel's code apart, from its compile cells' identities by cell name: its
+    one build's, or, for a kernel built once per set of case macros, a digest of them all (a
+    case is then judged as changed when any build of its kernel changed)."""
+    if len(builds) <= 1:
+        return next(iter(builds.values()), None)
+    ordered = sorted(builds.items())
+    if any(identity is None for _, identity in ordered):
+        return None
+
+    def joined(field: str) -> str | None:
+        values = [(name, getattr(identity, field)) for name, identity in ordered]
+        if any(value is None for _, value in values):
+            return None
+        return hashlib.sha256(repr(values).encode()).hexdigest()
+
+    return BuildIdentity(joined("code_identity"), joined("binary_sha256"))
 
 
 def same_code(now: BuildIdentity | None, base: BuildIdentity | None) -> bool | None:

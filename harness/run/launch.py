@@ -10,9 +10,9 @@ import ctypes
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cuda.core
-import ml_dtypes
 import numpy as np
 from cuda.bindings import driver
 from cuda.core import (
@@ -25,13 +25,26 @@ from cuda.core import (
     TensorMapDescriptorOptions,
     launch,
 )
+from cuda.core.texture import ResourceDescriptor, TextureObjectOptions
 from cuda.core.utils import StridedMemoryView
 
-from harness.compile.nvcc import entries_of_binary, symbols_of_binary
+from harness.compile.nvcc import entries_of_binary, jit_inputs_of_binary, symbols_of_binary
 from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
-from harness.spec import Arg, Buf, DeviceUnsupported, Launch, Memset, Problem, Scalar, TensorMap
+from harness.run.packing import bits_of, packed, scalar_problem, struct_problem, texture_problem
+from harness.spec import (
+    Arg,
+    Buf,
+    DeviceUnsupported,
+    Launch,
+    Memset,
+    Problem,
+    Scalar,
+    Struct,
+    TensorMap,
+    Texture,
+)
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
 _SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)
@@ -68,7 +81,14 @@ class Module:
         # a C++ entry is fetched by the name its spec wrote (`block_sum<128>`), mapped here to
         # its symbol, as bytes: cuda.core hands a mapped name to the driver as it is
         symbols = {name: symbol.encode() for name, symbol in symbols_of_binary(binary).items()}
-        self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols)
+        jit_inputs = jit_inputs_of_binary(binary)
+        if jit_inputs and target.runs_on(info.cc) == "ptx-jit":
+            # relocatable code linked for another GPU: its SASS cannot run here, and the
+            # driver cannot link PTX inside a linked fatbin; it links the units' PTX itself
+            linked = linked_for_this_device(jit_inputs)
+            self.code = ObjectCode.from_cubin(linked, symbol_mapping=symbols)
+        else:
+            self.code = ObjectCode.from_fatbin(str(binary), symbol_mapping=symbols)
         self.binary = binary
         self.target = target
         self.info = info
@@ -92,6 +112,25 @@ class Module:
             loaded_as = "sass" if ran == embedded else "ptx-jit"
             self._entries[name] = LoadedEntry(function, loaded_as)
         return self._entries[name]
+
+
+def linked_for_this_device(inputs: list[Path]) -> bytes:
+    """A cubin for the current context's device, linked by the driver from fatbins (their PTX
+    compiled for it) and static device libraries (cudadevrt), as CUDA links relocatable code
+    at load time."""
+    state = check(driver.cuLinkCreate(0, [], []))
+    try:
+        for path in inputs:
+            kind = (
+                driver.CUjitInputType.CU_JIT_INPUT_LIBRARY
+                if path.suffix == ".a"
+                else driver.CUjitInputType.CU_JIT_INPUT_FATBINARY
+            )
+            check(driver.cuLinkAddFile(state, kind, str(path).encode(), 0, [], []))
+        cubin, size = check(driver.cuLinkComplete(state))
+        return ctypes.string_at(int(cubin), int(size))  # the driver frees it with the state
+    finally:
+        check(driver.cuLinkDestroy(state))
 
 
 class HostStaging:
@@ -164,38 +203,9 @@ def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
     ]
 
 
-_NATIVE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
-
-
 class Unlaunchable(ValueError):
     """What a problem asks that no launch can do (a buffer it does not have, a scalar of no C
     type, an entry the binary lacks): the spec's mistake, named."""
-
-
-def scalar_problem(value: object) -> str | None:
-    """Why `value` cannot be a Scalar's: only a numpy scalar says its C type (a Python int
-    could be an int or a long long), and ml_dtypes' bf16 and fp8 go as their bits."""
-    packed = bits_of(value)
-    if isinstance(packed, np.generic) and np.dtype(type(packed)).kind in "biuf":
-        return None
-    return (
-        f"Scalar({value!r}) of {type(value).__name__}: a launch passes numpy scalars of bool, "
-        "integer and float types (np.int32(n), np.float32(x)), and ml_dtypes' bf16 and fp8"
-    )
-
-
-def bits_of(value: object) -> object:
-    """A scalar as cuda.core packs it: a bf16 or fp8 one (ml_dtypes, which cuda.core refuses)
-    as an unsigned integer of its bits, the C type's size and bytes."""
-    if not isinstance(value, np.generic) or value.dtype in _NATIVE or value.dtype.itemsize > 2:
-        return value
-    if value.dtype.kind not in "Vf":  # e5m2 says it is a float, bf16 and e4m3 a structure
-        return value
-    try:
-        ml_dtypes.finfo(value.dtype)
-    except (TypeError, ValueError):
-        return value  # not a float of ml_dtypes: cuda.core says what it cannot pack
-    return np.frombuffer(value.tobytes(), np.dtype(f"<u{value.dtype.itemsize}"))[0]
 
 
 def check_fits(problem: Problem, info: DeviceInfo) -> None:
@@ -218,19 +228,28 @@ class Workspace:
         self._allocations: dict[str, Buffer] = {}  # each buffer with its guards, owned
         self.buffers: dict[str, Buffer] = {}  # what the kernel gets, between its guards
         self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
+        self._textures: dict[Texture, object] = {}  # cuda.core's TextureObject, by spec
+        textured = _textured(problem)
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
             if name in self.buffers:
                 raise Unlaunchable(f"buffer name {name!r} is used twice")
-            whole = device.allocate(array.nbytes + 2 * GUARD_BYTES, stream=stream)
+            # a texture's memory starts at the device's texture alignment (512 bytes on an
+            # H200), more than an allocation promises: its guard before grows to reach it
+            align = device.properties.texture_alignment if name in textured else 1
+            whole = device.allocate(array.nbytes + 2 * GUARD_BYTES + align - 1, stream=stream)
             start = int(whole.handle)
+            before = GUARD_BYTES + (-(start + GUARD_BYTES) % align)
             self._allocations[name] = whole
             self.buffers[name] = Buffer.from_handle(
-                start + GUARD_BYTES, max(array.nbytes, 1), owner=whole
+                start + before, max(array.nbytes, 1), owner=whole
             )
-            for side, at in (("before", start), ("after", start + GUARD_BYTES + array.nbytes)):
-                guard = Buffer.from_handle(at, GUARD_BYTES, owner=whole)
+            for side, at, size in (
+                ("before", start, before),
+                ("after", start + before + array.nbytes, GUARD_BYTES),
+            ):
+                guard = Buffer.from_handle(at, size, owner=whole)
                 guard.fill(GUARD_BYTE, stream=stream)
-                self.guards[f"{name}:{side}"] = (guard, GUARD_BYTES)
+                self.guards[f"{name}:{side}"] = (guard, size)
         for name, array in problem.inputs.items():
             self._upload(name, array)
         self.module = module
@@ -312,7 +331,53 @@ class Workspace:
                 self.buffers[arg.name], shape=array.shape, dtype=array.dtype
             )
             return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
-        raise Unlaunchable(f"{arg!r} is not a Buf, Scalar or TensorMap")
+        if isinstance(arg, Texture):
+            return np.uint64(self._texture(arg).handle)
+        if isinstance(arg, Struct):
+            everything = {**self.problem.inputs, **self.problem.outputs, **self.problem.scratch}
+            if why := struct_problem(arg, everything):
+                raise Unlaunchable(why)
+            return _StructBytes(packed(arg, lambda name: int(self.buffers[name].handle)))
+        raise Unlaunchable(f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture")
+
+    def _texture(self, texture: Texture) -> Any:
+        """The texture object `texture` asks for, made once per workspace."""
+        if texture in self._textures:
+            return self._textures[texture]
+        if why := texture_problem(texture, self.problem.inputs):
+            raise Unlaunchable(why)
+        array = self.problem.inputs[texture.name]
+        buffer = self.buffers[texture.name]
+        if texture.dims == 1:
+            resource = ResourceDescriptor.from_linear(
+                buffer, format=array.dtype, num_channels=1, size_bytes=array.nbytes
+            )
+            options = None
+        else:
+            rows, cols = array.shape
+            pitch = cols * array.dtype.itemsize
+            align = self.device.properties.texture_pitch_alignment
+            if pitch % align:
+                raise Unlaunchable(
+                    f"a 2-D Texture over {texture.name!r}: its rows are {pitch} bytes, not a "
+                    f"multiple of the device's texture pitch alignment ({align} bytes)"
+                )
+            resource = ResourceDescriptor.from_pitch2d(
+                buffer,
+                format=array.dtype,
+                num_channels=1,
+                width=cols,
+                height=rows,
+                pitch_bytes=pitch,
+            )
+            options = TextureObjectOptions(
+                address_mode=texture.address,
+                filter_mode=texture.filter,
+                normalized_coords=texture.normalized,
+            )
+        made = self.device.create_texture_object(resource=resource, options=options)
+        self._textures[texture] = made
+        return made
 
     def _step(self, module: Module, one: Launch | Memset) -> Callable[[Stream], None]:
         """One step of a run, enqueued on the stream it is given."""
@@ -322,6 +387,8 @@ class Workspace:
                 raise Unlaunchable(f"Memset({one.name!r}, {byte!r}): a byte is 0 to 255")
             return lambda stream: buffer.fill(byte, stream=stream)
         function, config, args = self._launch_of(module, one)
+        if any(isinstance(arg, _StructBytes) for arg in args):
+            return _driver_launch(function, one, args)
         return lambda stream: launch(stream, config, function, *args)
 
     def _named(self, name: str) -> str:
@@ -481,8 +548,81 @@ class Workspace:
 
     def close(self) -> None:
         self.stream.sync()
+        for texture in self._textures.values():
+            texture.close()  # type: ignore[attr-defined]
+        self._textures.clear()
         self.buffers.clear()
         self.guards.clear()
         for whole in self._allocations.values():
             whole.close(self.stream)
         self._allocations.clear()
+
+
+def _textured(problem: Problem) -> set[str]:
+    """The buffers a launch of `problem` reads through a texture object."""
+    return {
+        arg.name
+        for step in problem.launches
+        if isinstance(step, Launch)
+        for arg in step.args
+        if isinstance(arg, Texture)
+    }
+
+
+@dataclass(frozen=True)
+class _StructBytes:
+    """A struct argument packed (packing.packed): cuda.core packs no struct, so a launch that
+    passes one goes to the driver with every argument as bytes."""
+
+    data: bytes
+
+
+def _parameter_bytes(arg: object) -> bytes:
+    """One kernel parameter's bytes, as the driver copies them into the parameter space."""
+    if isinstance(arg, _StructBytes):
+        return arg.data
+    if isinstance(arg, Buffer):
+        return int(arg.handle).to_bytes(8, "little")
+    if isinstance(arg, np.generic):
+        return arg.tobytes()
+    raise Unlaunchable(
+        f"a launch that passes a Struct takes Buf, Scalar, Texture and Struct arguments, not "
+        f"{type(arg).__name__} (a TensorMap goes in a launch of its own kind)"
+    )
+
+
+def _driver_launch(
+    function: cuda.core.Kernel, one: Launch, args: tuple[object, ...]
+) -> Callable[[Stream], None]:
+    """A launch through cuLaunchKernelEx, each parameter from bytes of our own: a struct by
+    value, which cuda.core cannot pass. Grid in blocks, a cluster and a cooperative launch as
+    launch attributes, as cuda.core would set them."""
+    parameters = [_parameter_bytes(arg) for arg in args]
+    storage = [ctypes.create_string_buffer(data, max(1, len(data))) for data in parameters]
+    pointers = (ctypes.c_void_p * max(1, len(storage)))(*map(ctypes.addressof, storage))
+    attributes = []
+    if one.cluster:
+        cluster = driver.CUlaunchAttribute()
+        cluster.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dims = cluster.value.clusterDim
+        dims.x, dims.y, dims.z = one.cluster
+        attributes.append(cluster)
+    if one.cooperative:
+        cooperative = driver.CUlaunchAttribute()
+        cooperative.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        cooperative.value.cooperative = 1
+        attributes.append(cooperative)
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = one.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = one.block
+    config.sharedMemBytes = one.shmem_bytes
+    config.attrs = attributes
+    config.numAttrs = len(attributes)
+    handle = driver.CUfunction(int(function.handle))
+    held = (storage, pointers)  # the parameters live as long as the launch does
+
+    def run(stream: Stream) -> None:
+        config.hStream = driver.CUstream(int(stream.handle))
+        check(driver.cuLaunchKernelEx(config, handle, ctypes.addressof(held[1]), 0))
+
+    return run

@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness.model.build_options import define_flags
 from harness.model.declared import in_spec_children
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.matrix import Target
 from harness.model.result import Resources, SpecError
-from harness.run.launch import scalar_problem
+from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.verify import check_reference_fits, checked_work
 from harness.spec import (
     Buf,
@@ -38,7 +39,9 @@ from harness.spec import (
     Memset,
     Problem,
     Scalar,
+    Struct,
     TensorMap,
+    Texture,
 )
 
 MAX_BLOCK_THREADS = 1024
@@ -77,22 +80,27 @@ def stand_in_for(target: Target) -> StandIn:
 
 def check_kernels(
     kernels: list[Kernel],
-    resources: Mapping[str, Mapping[str, Resources] | None],
+    resources: Mapping[tuple[str, tuple[str, ...]], Mapping[str, Resources] | None],
     target: Target,
     timeout_s: float,
 ) -> dict[str, dict[str, str | None]]:
     """Each kernel's cases, by classname and case name: None where the case would launch as
     its spec says, else what is wrong, naming the case and device. A kernel whose child failed
     (its spec hung, exited, or raised outside a case) has that as every case's finding.
-    `resources`: each kernel's build's entry points (None: no build to hold the entries to)."""
+    `resources`: the entry points of each build, by classname and case macros (None: no build
+    to hold the entries to)."""
     stand_in = stand_in_for(target)
     jobs = []
     for kernel in kernels:
-        built = resources.get(kernel.classname)
+        builds = []
+        for defines in kernel.builds:
+            built = resources.get((kernel.classname, defines))
+            entries = None if built is None else {e: vars(r) for e, r in built.items()}
+            builds.append([list(defines), entries])
         plan = {
             "cc": [target.cc.major, target.cc.minor],
             "device": dataclasses.asdict(stand_in),
-            "entries": None if built is None else {e: vars(r) for e, r in built.items()},
+            "builds": builds,
         }
         jobs.append((kernel.folder / "spec.py", plan))
     per_case = max((len(k.declared.cases) for k in kernels), default=1)
@@ -117,21 +125,28 @@ def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, str | None]:
     """In the spec's child: each case's finding."""
     kernel = load_kernel(KernelFolder.of(spec_file))
     device = StandIn(**plan["device"])
-    entries = plan["entries"]
-    built = None if entries is None else {e: Resources(**r) for e, r in entries.items()}
-    limits = DeviceLimits(
-        cc=(plan["cc"][0], plan["cc"][1]),
-        sm_count=device.sm_count,
-        smem_optin_bytes=device.smem_optin_bytes,
-        l2_bytes=device.l2_bytes,
-        max_blocks_per_sm=lambda entry, threads, shmem: blocks_per_sm(
-            device, (built or {}).get(entry), threads, shmem
-        ),
-        memory_bytes=device.memory_bytes,
-    )
-    return {
-        case.name: _case_finding(kernel, case, limits, device, built) for case in kernel.spec.cases
+    builds: dict[tuple[str, ...], dict[str, Resources] | None] = {
+        tuple(defines): None if entries is None else {e: Resources(**r) for e, r in entries.items()}
+        for defines, entries in plan["builds"]
     }
+    found = {}
+    for case in kernel.spec.cases:
+        built = builds.get(define_flags(case.defines))
+        limits = DeviceLimits(
+            cc=(plan["cc"][0], plan["cc"][1]),
+            sm_count=device.sm_count,
+            smem_optin_bytes=device.smem_optin_bytes,
+            l2_bytes=device.l2_bytes,
+            max_blocks_per_sm=_occupancy(device, built or {}),
+            memory_bytes=device.memory_bytes,
+        )
+        found[case.name] = _case_finding(kernel, case, limits, device, built)
+    return found
+
+
+def _occupancy(device: StandIn, built: Mapping[str, Resources]) -> Callable[[str, int, int], int]:
+    """DeviceLimits.max_blocks_per_sm of a stand-in, from a build's resources."""
+    return lambda entry, threads, shmem: blocks_per_sm(device, built.get(entry), threads, shmem)
 
 
 def _case_finding(
@@ -193,7 +208,7 @@ def problem_finding(
                 return f"step {index}: Memset({step.name!r}, {step.byte!r}): a byte is 0 to 255"
         elif not isinstance(step, Launch):
             return f"step {index} is {type(step).__name__}, not a Launch or a Memset"
-        elif why := _launch_finding(step, buffers, entries, device):
+        elif why := _launch_finding(step, buffers, problem.inputs, entries, device):
             return f"launch {index} ({step.entry}): {why}"
     accumulated = [name for name in problem.accumulated if name not in problem.outputs]
     if accumulated:
@@ -209,6 +224,7 @@ def problem_finding(
 def _launch_finding(
     launch: Launch,
     buffers: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
     entries: Mapping[str, Resources] | None,
     device: StandIn,
 ) -> str | None:
@@ -231,12 +247,20 @@ def _launch_finding(
     if shmem > device.smem_optin_bytes:
         return f"{shmem} bytes of dynamic shared memory, beyond {device.smem_optin_bytes}"
     for position, arg in enumerate(launch.args):
-        if why := _argument_finding(arg, buffers):
+        if why := _argument_finding(arg, buffers, inputs):
             return f"argument {position}: {why}"
+    kinds = {type(arg) for arg in launch.args}
+    if Struct in kinds and TensorMap in kinds:
+        return (
+            "a launch that passes a Struct takes Buf, Scalar, Texture and Struct arguments, "
+            "not TensorMap (a TensorMap goes in a launch of its own kind)"
+        )
     return None
 
 
-def _argument_finding(arg: object, buffers: Mapping[str, np.ndarray]) -> str | None:
+def _argument_finding(
+    arg: object, buffers: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
+) -> str | None:
     if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
         return f"names buffer {arg.name!r}, which the problem does not have ({sorted(buffers)})"
     if isinstance(arg, TensorMap):
@@ -249,7 +273,11 @@ def _argument_finding(arg: object, buffers: Mapping[str, np.ndarray]) -> str | N
         return scalar_problem(arg.value)  # as the launch will say it on a GPU
     if isinstance(arg, Buf):
         return None
-    return f"{arg!r} is not a Buf, Scalar or TensorMap"
+    if isinstance(arg, Struct):
+        return struct_problem(arg, buffers)
+    if isinstance(arg, Texture):
+        return texture_problem(arg, inputs)
+    return f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture"
 
 
 def _dim3(dims: object) -> bool:
