@@ -80,7 +80,7 @@ def test_a_spec_without_spec_object_or_source_is_broken(planted):
     assert "'wrong_answer.cu' is not a file" in str(kernels["wrong_answer"])
 
 
-@pytest.mark.parametrize("name", ["compile", "spec"])
+@pytest.mark.parametrize("name", ["compile", "spec", "compile(VEC=2)"])
 def test_a_case_named_after_a_kernel_cell_is_refused_naming_the_spec(planted, name):
     spec = planted / "planted" / "add_one" / "spec.py"
     spec.write_text(spec.read_text().replace('Case("n1", {"n": 1})', f'Case("{name}", {{"n": 1}})'))
@@ -88,6 +88,24 @@ def test_a_case_named_after_a_kernel_cell_is_refused_naming_the_spec(planted, na
     assert isinstance(broken, SpecError)
     assert str(spec) in str(broken)
     assert f"case name '{name}' is the name of the kernel's own {name} cell" in str(broken)
+
+
+@pytest.mark.parametrize(
+    ("defines", "said"),
+    [
+        ('{"VEC": 1.5}', "define VEC is 1.5: a macro's value is an int or a string"),
+        ('{"VEC": "4 -G"}', "define VEC='4 -G': a value of letters, digits"),
+        ('{"-G": 1}', "define '-G' is not a macro name"),
+        ("[4]", "defines is list, not a mapping"),
+    ],
+)
+def test_case_macros_that_are_no_macros_are_refused_naming_the_case(planted, defines, said):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    case = f'Case("n1", {{"n": 1}}, defines={defines})'
+    spec.write_text(spec.read_text().replace('Case("n1", {"n": 1})', case))
+    broken = _load_all(planted)["add_one"]
+    assert isinstance(broken, SpecError)
+    assert f"{spec}: case 'n1': {said}" in str(broken)
 
 
 @pytest.mark.parametrize(
