@@ -21,6 +21,7 @@ from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
 from harness.commands import test as test_command
 from harness.commands.environment import ROOT, Unusable
+from harness.commands.sharding import ShardError
 from harness.commands.stage import NothingToRun
 
 COMMANDS = {
@@ -50,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     test = commands.add_parser("test", parents=[common], help="compile and run one target")
     test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    test.add_argument(
+        "--shard", help="run shard i of N of the target's kernels (2/4), balanced by time"
+    )
+    test.add_argument(
+        "--times",
+        type=Path,
+        help="what balances the shards: a report's JSON, or seconds by chapter.kernel[::case]",
+    )
     sanitize = commands.add_parser(
         "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"
     )
@@ -60,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         help="time the changed kernels against a base commit's build on this GPU",
     )
     ab.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
+    ab.add_argument("--shard", help="the A/B of this shard's report (2/4), as test ran it")
     ab.add_argument("--base", help="the base: a git ref of this repository")
     ab.add_argument("--base-tree", type=Path, help="the base's files, laid out as the project")
     ab.add_argument("--base-commit", default="", help="the commit --base-tree holds")
@@ -89,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (Unusable, NothingToRun) as error:
+    except (Unusable, NothingToRun, ShardError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

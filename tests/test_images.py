@@ -150,6 +150,26 @@ def test_a_new_target_in_matrix_yaml_brings_its_sessions_and_jobs(tmp_path):
     assert set(jobs) == {"sm_80", "sm_90a", "sm_100a", "sm_120a"}
     assert jobs["sm_120a"]["runner"] == ["self-hosted", "linux", "x64", "gpu-sm120"]
     assert jobs["sm_120a"]["session"] == "sm120"
+    assert (jobs["sm_120a"]["shard"], jobs["sm_120a"]["report"]) == ("", "junit-sm_120a")
+
+
+def test_a_target_in_shards_is_a_gpu_job_per_shard_and_one_image(tmp_path):
+    for name in ("noxfile.py", "matrix.yaml", "requirements.txt", "requirements-test.txt"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "harness", tmp_path / "harness")
+    text = (tmp_path / "matrix.yaml").read_text()
+    sharded = text.replace("    session: sm90\n", "    session: sm90\n    shards: 3\n", 1)
+    assert sharded != text
+    (tmp_path / "matrix.yaml").write_text(sharded)
+    planned = _nox("-s", "gha-matrix", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    jobs = [job for job in json.loads(planned.stdout)["include"] if job["target"] == "sm_90a"]
+    assert [(j["shard"], j["report"], j["artifact"]) for j in jobs] == [
+        (f"{i}/3", f"junit-sm_90a-shard{i}of3", f"reports-sm_90a-shard{i}of3") for i in (1, 2, 3)
+    ]
+    images_only = _nox("-s", "gha-matrix", "--", "images", cwd=tmp_path)
+    targets = [job["target"] for job in json.loads(images_only.stdout)["include"]]
+    assert targets == ["sm_80", "sm_90a", "sm_100a"]
 
 
 def test_the_workflow_takes_its_jobs_from_the_plan():

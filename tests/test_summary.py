@@ -61,6 +61,7 @@ def _cell(case: str, outcome=Outcome.PASSED, kernel: str = "k", **fields) -> Cel
     base = load_reports(H200, TARGETS).cells[0]
     fields.setdefault("kind", CellKind.COMPILE if case == "compile" else CellKind.CASE)
     fields.setdefault("timing", None)
+    fields.setdefault("skip_reason", None)  # the kept cell's own: none unless the test says
     return dataclasses.replace(
         base, chapter="ch", kernel=kernel, case=case, target="sm_90a", outcome=outcome,
         tool=None, **fields,
@@ -135,8 +136,20 @@ def test_kernels_that_never_ran_are_one_line_that_says_why():
     cells = [_cell("compile", kernel=k) for k in ("a", "b", "c")]
     cells += [_cell("n1", kernel=k, **skipped) for k in ("a", "b", "c")]
     summary = render_summary(_set(cells), targets=TARGETS)
-    (line,) = [line for line in summary.splitlines() if "never ran" in line]
+    first, *rest = summary.splitlines()
+    assert first == "# CUDA matrix: NO FAILURES, but kernels never ran"  # as the dashboard
+    (line,) = [line for line in rest if "never ran" in line]
     assert line.startswith("- ⏭️ 3 kernels never ran on any runner, skipped no-device (3 cells)")
+
+
+def test_the_never_ran_line_counts_its_cells_as_the_headline_does():
+    """A target-unsupported kernel: its compile cell is skipped too, and counted in both."""
+    unsupported = dict(outcome=Outcome.SKIPPED, skip_reason=SkipReason.TARGET_UNSUPPORTED)
+    cells = [_cell(name, kernel="k", **unsupported) for name in ("compile", "n1", "n2")]
+    cells += [_cell("compile", kernel="ran"), _cell("n1", kernel="ran")]
+    summary = render_summary(_set(cells), targets=TARGETS)
+    assert "(3 target-unsupported)" in summary.splitlines()[2]
+    assert "skipped target-unsupported (3 cells)" in summary
 
 
 @pytest.mark.parametrize(

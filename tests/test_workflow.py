@@ -271,14 +271,23 @@ def test_each_test_job_runs_the_a_b_on_its_own_gpu_against_the_base_commit():
     run = steps[ab]["run"]
     assert 'BASE_SHA="${DISPATCHED_FROM:-$(git rev-parse HEAD^)}"' in run
     assert '"${RUNNER_TEMP}/nox/bin/nox" --non-interactive -s "ab-${SESSION}" --' in run
-    assert '--backend docker --runner "${RUNNER_NAME}" --base "${BASE_SHA}"' in run
+    # a shard's job names the run by its runners' labels, as its test step did, and its shard
+    assert '--backend docker --runner "${RUN_NAME:-${RUNNER_NAME}}" --base "${BASE_SHA}"' in run
+    assert (
+        '${SHARD:+--shard "${SHARD}"}' in run
+        and '${SHARD:+--shard "${SHARD}"}' in (steps[tested]["run"])
+    )
+    for step in (steps[tested], steps[ab]):
+        assert step["env"]["SHARD"] == "${{ matrix.shard }}"
+        assert step["env"]["RUN_NAME"] == "${{ matrix.shard && join(matrix.runner, '-') || '' }}"
     assert steps[ab]["env"]["SESSION"] == "${{ matrix.session }}"
     (checkout,) = [s for s in steps if "actions/checkout" in s.get("uses", "")]
     assert checkout["with"]["fetch-depth"] == 0  # main's tip and the parent: the whole history
     assert checkout["with"]["persist-credentials"] is False
     (upload,) = [s for s in steps if "upload-artifact" in s.get("uses", "")]
     assert steps.index(upload) > ab and upload["if"] == "always()"  # a failed A/B still uploads
-    assert "reports/junit-${{ matrix.target }}.json" in upload["with"]["path"]
+    assert "reports/${{ matrix.report }}.json" in upload["with"]["path"]
+    assert upload["with"]["name"] == "${{ matrix.artifact }}"  # a shard's upload is its own
 
 
 def test_the_a_b_step_resolves_the_base_as_actions_would(tmp_path):

@@ -325,7 +325,8 @@ def main(args: argparse.Namespace) -> int:
         raise environment.Unusable("ab: name the base: --base REF, or --base-tree DIR")
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
     options = environment.run_options(args, target)
-    files = store.report_files(options.reports_dir, report_stem("junit", target, options.select))
+    stem = report_stem("junit", target, options.select, options.shard)
+    files = store.report_files(options.reports_dir, stem)
     report = _head_report(files)
     base = base_tree(args, options)
     if isinstance(base, Unavailable):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from harness.commands.console import print_devices
+from harness.commands.sharding import ShardRequest
 from harness.commands.stage import RunOptions
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from harness.model.matrix import Matrix, MatrixError, Target, load_matrix
@@ -79,4 +80,17 @@ def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
         select=args.select,
         runner=args.runner,
         commit=current_commit(ROOT),
+        shard=_shard(args),
     )
+
+
+def _shard(args: argparse.Namespace) -> ShardRequest | None:
+    """--shard i/N (with --times) where given; a target's shards of matrix.yaml are jobs, each
+    of which names its own shard."""
+    text = getattr(args, "shard", None)
+    times = getattr(args, "times", None)
+    if text is None:
+        if times is not None:
+            raise Unusable("--times balances shards: it needs --shard i/N")
+        return None
+    return ShardRequest.parse(text, times)

@@ -4,6 +4,7 @@ recorded in the history and judged against a baseline (harness.report.publish)."
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -31,11 +32,12 @@ def main(args: argparse.Namespace) -> int:
     if args.artifacts:  # every report in reports-<target>/ must be of that target
         for folder in sorted(args.artifacts.glob("reports-*")):
             for xml in sorted(folder.glob("*.xml")):
-                artifact_of[xml] = folder.name.removeprefix("reports-")
+                # reports-<target>, or reports-<target>-shard2of4 for a shard's job
+                artifact_of[xml] = re.sub(r"-shard\d+of\d+$", "", folder.name[len("reports-") :])
     if args.artifacts:  # an empty artifacts folder is no reason to read stale local reports
         files = args.files or list(artifact_of)
     else:
-        files = args.files or sorted((environment.ROOT / "reports").glob("junit-*.xml"))
+        files = args.files or default_reports(environment.ROOT / "reports")
     options = PublishOptions(
         reports=files,
         expected_targets=list(matrix.targets),
@@ -49,6 +51,8 @@ def main(args: argparse.Namespace) -> int:
         device_peaks=dict(matrix.devices),
     )
     published = publish(options)
+    if published.status is not None:
+        print(f"# CUDA matrix: {published.status.text}")
     for line in headline(published.report_set, published.verdicts):
         print(line)
     for path in published.files:
@@ -58,3 +62,17 @@ def main(args: argparse.Namespace) -> int:
     for failure in published.failures:
         print(f"error: {failure}", file=sys.stderr)
     return 1 if published.failures else 0
+
+
+def default_reports(folder: Path) -> list[Path]:
+    """The reports `report` reads when given none: every junit-*.xml (shards among them), and
+    each compile-<target>.xml of a target with no junit report, as that target's compile
+    column."""
+    tests = sorted(folder.glob("junit-*.xml"))
+    tested = {re.sub(r"-shard\d+of\d+$", "", path.stem.removeprefix("junit-")) for path in tests}
+    compiled = [
+        path
+        for path in sorted(folder.glob("compile-*.xml"))
+        if path.stem.removeprefix("compile-") not in tested
+    ]
+    return tests + compiled

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.commands import sharding
+from harness.commands.sharding import ShardRequest
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import declared
@@ -54,6 +56,7 @@ class RunOptions:
     select: str = ""  # keep kernels whose <chapter>.<kernel> contains this
     runner: str = ""  # names the report's suite; defaults to the host name
     commit: str | None = None  # the project's commit the run is of
+    shard: ShardRequest | None = None  # test --shard i/N: this part of the kernels only
 
 
 @dataclass(frozen=True)
@@ -165,9 +168,12 @@ def new_report(
     )
 
 
-def report_stem(kind: str, target: Target, select: str) -> str:
-    """`<kind>-<target>`; a partial run's report is another file, never the full one."""
+def report_stem(kind: str, target: Target, select: str, shard: ShardRequest | None = None) -> str:
+    """`<kind>-<target>`, `<kind>-<target>-shard2of4` for a shard; a partial run's report is
+    another file, never the full one."""
     stem = f"{kind}-{target.name}"
+    if shard is not None:
+        stem += f"-shard{shard.index}of{shard.count}"
     return f"partial-{stem}" if select else stem
 
 
@@ -429,13 +435,40 @@ def start_run(
     folders = check_selection(options.kernels_roots, options.select)
     runner = runner_name(options.runner)
     where = run_provenance(runner, options.commit, toolchain, device)
-    report = new_report(f"{suite}.{target.name}.{runner}", target, where, toolchain, device)
+    name = f"{suite}.{target.name}.{runner}"
+    if options.shard is not None:
+        name += f".shard{options.shard.index}of{options.shard.count}"
+    report = new_report(name, target, where, toolchain, device)
     report.compute_sanitizer = str(compute_sanitizer) if compute_sanitizer else None
     store.write(files, report)
-    found = load_and_compile(
-        folders, matrix, target, toolchain, options.cache_dir, where, run_cells
+    loaded, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
+    if options.shard is not None:
+        planned = _planned(options, loaded, spec_cells)
+        report.shard = planned.shard
+        loaded = [kernel for kernel in loaded if planned.has(kernel.classname)]
+        spec_cells = [cell for cell in spec_cells if planned.has(cell.classname)]
+    stage = compile_stage(
+        target=target,
+        kernels=loaded,
+        toolchain=toolchain,
+        cache_dir=options.cache_dir,
+        where=where,
+        run_cells=run_cells,
     )
-    stage = found.stage
-    report.cells.extend([*found.spec_cells, *stage.cells])
+    report.cells.extend([*spec_cells, *stage.cells])
     store.write(files, report)
     return StartedRun(report, where, stage)
+
+
+def _planned(options: RunOptions, loaded: list[Kernel], spec_cells: list[Cell]) -> sharding.Plan:
+    """The shard plan of every kernel found, weighed by --times, else by the target's last full
+    report, else by case sizes."""
+    assert options.shard is not None
+    request = options.shard
+    last = options.reports_dir / f"junit-{options.target.name}.json"
+    source = request.times or (last if last.is_file() else None)
+    times = sharding.times_of(source) if source else {}
+    broken = sorted({cell.classname for cell in spec_cells})
+    weights = sharding.weights_of(loaded, broken, times)
+    said = f"times of {source}" if source else "case sizes"
+    return sharding.plan(request, weights, said)

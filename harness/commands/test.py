@@ -103,7 +103,8 @@ def run_target(
     first = devices if isinstance(devices, Unavailable) else devices[0]
     target = options.target
     kind = kind or ("junit" if execute else "compile")
-    files = store.report_files(options.reports_dir, report_stem(kind, target, options.select))
+    stem = report_stem(kind, target, options.select, options.shard)
+    files = store.report_files(options.reports_dir, stem)
     last_run = _expected_of_last_run(files.json)  # before this run replaces it
     with contextlib.ExitStack() as up:
         # Each GPU's first worker starts now: its imports and CUDA context overlap the compile

@@ -64,6 +64,7 @@ class Target:
     session: str  # nox suffix: test-<session>
     image: str
     runner_labels: tuple[str, ...]
+    shards: int = 1  # GPU jobs the target's kernels are split across (test --shard i/N)
 
     @property
     def cc(self) -> ComputeCapability:
@@ -265,6 +266,15 @@ QUOTED_CHARS = 80  # of a value an error message repeats
 MOST_S = 7 * 24 * 3600.0
 
 
+MOST_SHARDS = 256  # GitHub Actions runs at most 256 jobs of one matrix
+
+
+def _shards(reader: _Reader, node: yaml.Node | None, where: str) -> int:
+    if node is None:
+        return 1
+    return int(reader.scalar(node, f"{where}.shards", int, most=MOST_SHARDS))
+
+
 def _quoted(value: object) -> str:
     """A value as an error message shows it: repr, cut to QUOTED_CHARS."""
     text = repr(value)
@@ -329,7 +339,7 @@ def load_matrix(path: Path) -> Matrix:
         if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
             # It names report and cache files: nothing that could climb out of their folders.
             raise reader.fail(node, f"targets: {_quoted(name)} is not a name like sm_90a")
-        fields = reader.mapping(node, where, target_keys)
+        fields = reader.mapping(node, where, target_keys, frozenset({"shards"}))
         sass = reader.scalar(fields["sass"], f"{where}.sass", str)
         if not SASS_PATTERN.match(sass):
             raise reader.fail(
@@ -353,6 +363,7 @@ def load_matrix(path: Path) -> Matrix:
             session=session,
             image=reader.scalar(fields["image"], f"{where}.image", str),
             runner_labels=reader.strings(fields["runner_labels"], f"{where}.runner_labels"),
+            shards=_shards(reader, fields.get("shards"), where),
         )
     sessions = [t.session for t in targets.values()]
     if len(set(sessions)) != len(sessions):

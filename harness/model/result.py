@@ -27,8 +27,9 @@ from typing import Any, ClassVar, TypeVar
 # minors before it (2.4: `kind`, `loaded_as` for 2.3's `binary`, `no_device_why`; 2.5: a compile
 # cell's `code_identity`; 2.6: a case cell's `ab`, a timing's `queued_us` and `shared_gpu`, a
 # report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds; 2.8:
-# the file's `outcomes_sha256`, the same's, of its cells' names and outcomes)
-SCHEMA_VERSION = "2.8"
+# the file's `outcomes_sha256`, the same's, of its cells' names and outcomes; 2.9: a report's
+# `shard`)
+SCHEMA_VERSION = "2.9"
 
 
 class Outcome(enum.Enum):
@@ -145,6 +146,26 @@ class Provenance:
     device: str | None = None  # the GPU's name; None: no device
     cc: str | None = None  # the GPU's compute capability, "9.0"
     driver: str | None = None  # "580.159.04"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which part of a target's kernels a run ran: shard `index` of `count` (from 1), by the
+    plan whose SHA-256 is `plan` (every shard's kernels, so the shards of one run can be told
+    to agree), its kernels weighed by `weights` (where their expected times came from)."""
+
+    index: int
+    count: int
+    plan: str
+    weights: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @property
+    def stem(self) -> str:
+        """How file and suite names say it: `shard1of4`."""
+        return f"shard{self.index}of{self.count}"
 
 
 @dataclass(frozen=True)
@@ -435,6 +456,7 @@ class Report:
     wall_s: float | None = None  # the whole run, start to finish; None while unfinished
     # what showed that another process used the GPU during the run; None: nothing did
     shared_gpu: str | None = None
+    shard: Shard | None = None  # the part of the target's kernels it ran; None: all of them
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -449,6 +471,7 @@ class Report:
             "finished": self.finished,
             "wall_s": self.wall_s,
             "shared_gpu": self.shared_gpu,
+            "shard": _plain(self.shard),
             "cells": [cell.to_json() for cell in self.cells],
         }
 
@@ -482,11 +505,25 @@ class Report:
                 finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
                 wall_s=data.get("wall_s"),
                 shared_gpu=data.get("shared_gpu"),
+                shard=_shard_of(data.get("shard")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReportError(
                 f"{source}: malformed report ({type(error).__name__}: {error})"
             ) from error
+
+
+def _shard_of(record: Any) -> Shard | None:
+    if record is None:
+        return None
+    shard = _known(Shard, record)
+    if not (
+        all(isinstance(n, int) and not isinstance(n, bool) for n in (shard.index, shard.count))
+        and 1 <= shard.index <= shard.count
+        and isinstance(shard.plan, str)
+    ):
+        raise ValueError(f"shard {record!r} is not an index 1..count of count, with its plan")
+    return shard
 
 
 def _cell_of(record: Any, target: str, provenance: Provenance) -> Cell:

@@ -26,6 +26,7 @@ from harness.report.charts import rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
+from harness.report.status import Status, status_of
 from harness.report.summary import (
     compiled_only,
     describe_ab,
@@ -57,9 +58,11 @@ def render_dashboard(
     verdicts: Sequence[Verdict] = (),
     peaks: Mapping[str, DevicePeaks] | None = None,
     inspected: Mapping[str, tuple[int, int]] | None = None,
+    status: Status | None = None,
 ) -> str:
     """The page; `peaks` (matrix.yaml's devices, by name) draw each device's rooflines;
-    `inspected`: compiled_only's columns, where the caller has them already."""
+    `inspected`: compiled_only's columns, where the caller has them already; `status`: the
+    verdict `report` gives (status_of's, the report set's alone by default)."""
     columns = _columns(report_set)
     cells, listed_note = _listed(report_set.cells, verdicts)
     if inspected is None:
@@ -75,10 +78,10 @@ def render_dashboard(
     return page.render(
         css=(_HERE / "dashboard.css").read_text(),
         js=(_HERE / "dashboard.js").read_text(),
-        status=_status(report_set),
+        status=status or status_of(report_set),
         cell_count=len(report_set.cells),
         chips=_chips(report_set),
-        problems=report_set.problems,
+        problems=[*report_set.problems, *report_set.shard_problems],
         missing=report_set.missing_targets,
         never_ran=report_set.never_ran(),
         sources=", ".join(str(s) for s in report_set.sources) or "none",
@@ -136,23 +139,6 @@ def _columns(report_set: ReportSet) -> list[_Column]:
     for target in report_set.missing_targets:
         columns.setdefault(target, _Column(target, target, missing=True))
     return sorted(columns.values(), key=lambda c: (_target_order(c.target), c.runner))
-
-
-def _status(report_set: ReportSet) -> dict[str, str]:
-    counts = Counter(cell.outcome.value for cell in report_set.cells)
-    bad = [f"{counts[o]} {o}" for o in ("failed", "error") if counts[o]]
-    if bad or report_set.problems or report_set.missing_targets or not report_set.cells:
-        reasons = list(bad)
-        if report_set.missing_targets:
-            reasons.append(f"{len(report_set.missing_targets)} target(s) missing")
-        if report_set.problems:
-            reasons.append(f"{len(report_set.problems)} unreadable report(s)")
-        if not report_set.cells:
-            reasons.append("no cells")
-        return {"kind": "bad", "text": f"NOT OK: {', '.join(reasons)}"}
-    if report_set.never_ran():
-        return {"kind": "warn", "text": "NO FAILURES, but kernels never ran"}
-    return {"kind": "ok", "text": "OK: nothing failed"}
 
 
 def _chips(report_set: ReportSet) -> list[dict]:

@@ -105,6 +105,7 @@ def _suite(report: Report) -> Iterator[str]:
         ("runner", report.provenance.runner),
         ("commit", report.provenance.commit or "unknown"),
         ("finished", "true" if report.finished else "false"),
+        *((("shard", str(report.shard)),) if report.shard else ()),
     ):
         yield f"      <property{_attributes({'name': key, 'value': value})} />\n"
     yield "    </properties>\n"

@@ -37,6 +37,8 @@ class ReportSet:
     problems: list[str] = field(default_factory=list)  # unreadable input, named by file
     remarks: list[str] = field(default_factory=list)  # read, with something to say of it
     missing_targets: list[str] = field(default_factory=list)
+    # shards of one run that do not make it whole: one missing, plans that differ, a cell in two
+    shard_problems: list[str] = field(default_factory=list)
 
     @property
     def cells(self) -> list[Cell]:
@@ -112,7 +114,49 @@ def load_reports(
             )
     present = set(merged.targets)
     merged.missing_targets = [t for t in expected_targets if t not in present]
+    merged.shard_problems = shard_problems(merged.reports)
     return merged
+
+
+def shard_problems(reports: list[Report]) -> list[str]:
+    """What keeps the shards of each run (one kind of suite, target, runner and shard count)
+    from being its whole column: a shard with no report, shards that planned their kernels
+    differently, a cell that two shards ran."""
+    runs: dict[tuple[str, str, str, int], list[Report]] = {}
+    for report in reports:
+        if report.shard is not None:
+            kind = report.suite.split(".")[0]
+            key = (kind, report.target, report.provenance.runner, report.shard.count)
+            runs.setdefault(key, []).append(report)
+    found = []
+    for (_, target, runner, count), shards in runs.items():
+        where = f"{target}@{runner}"
+        indices = {report.shard.index for report in shards if report.shard}
+        for index in range(1, count + 1):
+            if index not in indices:
+                found.append(
+                    f"{where}: shard {index} of {count} has no report: the kernels it ran are "
+                    "missing from this column"
+                )
+        plans = {report.shard.plan for report in shards if report.shard}
+        if len(plans) > 1:
+            weighed = sorted({report.shard.weights for report in shards if report.shard})
+            found.append(
+                f"{where}: its {count} shards planned their kernels differently (weighed by "
+                f"{'; '.join(weighed)}): a kernel may be in none of them, or in two; give "
+                "every shard the same --times"
+            )
+        seen: dict[tuple[str, str], int] = {}
+        for report in shards:
+            assert report.shard is not None
+            for cell in report.cells:
+                first = seen.setdefault((cell.classname, cell.name), report.shard.index)
+                if first != report.shard.index:
+                    found.append(
+                        f"{where}: {cell.classname} {cell.name} is in shard {first} and in "
+                        f"shard {report.shard.index}"
+                    )
+    return found
 
 
 def read_report(xml_file: Path) -> Report:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.model.matrix import DevicePeaks
-from harness.model.result import ABJudgement, CellKind, SkipReason
+from harness.model.result import ABJudgement, CellKind, Outcome, SkipReason
 from harness.report import store
 from harness.report.dashboard import render_dashboard
 from harness.report.history import HistoryError, Trends, open_history
 from harness.report.merge import ReportSet, load_reports, write_merged_xml
+from harness.report.status import Status, status_of
 from harness.report.summary import compiled_only, describe_ab, render_summary
 from harness.report.verdict import Verdict, unconfirmed
 
@@ -43,6 +44,7 @@ class Published:
     files: list[Path]
     failures: list[str] = field(default_factory=list)  # why the exit code is not 0
     remarks: list[str] = field(default_factory=list)  # what the summary warns of, not failing
+    status: Status | None = None  # the verdict the summary and the page show
 
 
 def publish(options: PublishOptions) -> Published:
@@ -65,6 +67,20 @@ def publish(options: PublishOptions) -> Published:
         gate = _gate(report_set, options.max_slowdown_pct)
         failures += gate.failures
         remarks += gate.remarks
+    if options.strict:
+        inspected = _inspected_only(report_set)
+        failures += [
+            f"{kernel} never ran on any target"
+            for kernel in report_set.never_ran()
+            if kernel not in inspected
+        ]
+    status = status_of(report_set, failures)
+    # what else the verdict says NOT OK for, each said where `report` lists why it fails
+    failures += [f"target {t} has no report" for t in report_set.missing_targets]
+    failures += report_set.shard_problems
+    broken = [c for c in report_set.cells if c.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    if broken:
+        failures.append(f"{len(broken)} cell(s) failed or errored (summary.md lists them)")
     write_merged_xml(report_set, out / "merged.xml")
     compiled_columns = compiled_only(report_set.reports)  # once, for the summary and the page
     summary = render_summary(
@@ -73,22 +89,15 @@ def publish(options: PublishOptions) -> Published:
         [*remarks, *unfinished],
         options.expected_targets,
         compiled_columns,
+        status,
     )
     store.replace(out / "summary.md", summary)
     page = render_dashboard(
-        report_set, judged.trends, verdicts, options.device_peaks, compiled_columns
+        report_set, judged.trends, verdicts, options.device_peaks, compiled_columns, status
     )
     store.replace(out / "dashboard.html", page)
-    if options.strict:
-        inspected = _inspected_only(report_set)
-        failures += [
-            f"{kernel} never ran on any target"
-            for kernel in report_set.never_ran()
-            if kernel not in inspected
-        ]
-        failures += [f"target {t} has no report" for t in report_set.missing_targets]
     files = [out / "merged.xml", out / "summary.md", out / "dashboard.html"]
-    return Published(report_set, verdicts, files, failures, remarks)
+    return Published(report_set, verdicts, files, failures, remarks, status)
 
 
 @dataclass(frozen=True)

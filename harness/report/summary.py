@@ -32,6 +32,7 @@ from harness.model.result import (
     shown_controls,
 )
 from harness.report.merge import ReportSet
+from harness.report.status import Status, status_of
 from harness.report.verdict import Judgement, Verdict, unconfirmed
 
 MARK = {
@@ -173,12 +174,10 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
     if not kernels:
         return None
     never = set(kernels)
-    reasons = Counter(
+    reasons = Counter(  # every cell of them, compile cells too: as the headline counts them
         cell.skip_reason.value
         for cell in report_set.cells
-        if cell.classname in never
-        and cell.skip_reason
-        and cell.kind in (CellKind.CASE, CellKind.SANITIZER)
+        if cell.classname in never and cell.skip_reason
     )
     why = ", ".join(f"{reason} ({count} cells)" for reason, count in reasons.most_common())
     names = ", ".join(_code(kernel) for kernel in kernels)
@@ -213,7 +212,7 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
     head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
     if reasons:
         head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
-    lines = [f"# CUDA matrix: {head}"]
+    lines = [head]
     verdicts = list(verdicts)
     if verdicts:
         judged = Counter(v.judgement for v in verdicts)
@@ -233,14 +232,18 @@ def render_summary(
     remarks: Sequence[str] = (),
     targets: Sequence[str] = (),
     inspected: Mapping[str, tuple[int, int]] | None = None,
+    status: Status | None = None,
 ) -> str:
     """`remarks`: what the reader must know (a baseline that is not stored); `targets`: the
     matrix's targets in its order, for the columns; `inspected`: compiled_only's columns, where
-    the caller has them already."""
+    the caller has them already; `status`: the verdict `report` gives, which the summary opens
+    with (status_of's, the report set's alone, by default)."""
     first, *judged_line = headline(report_set, verdicts)
-    lines = [first]
+    overall = status or status_of(report_set)
+    lines = [f"# CUDA matrix: {_md(overall.text)}", "", first]
     notes = [f"- {line}" for line in judged_line]
     notes += [f"- ⚠️ unreadable input: {_md(problem)}" for problem in report_set.problems]
+    notes += [f"- ⚠️ {_md(problem)}" for problem in report_set.shard_problems]
     notes += [
         f"- ⚠️ target {_code(t)}: MISSING, no report was given for it"
         for t in report_set.missing_targets

@@ -1,0 +1,138 @@
+"""`test --shard i/N`: a target's kernels across N runs, each kernel whole in one, balanced by
+expected time; `report` puts the shards of one run back in one column, every cell once, and
+names a shard that is missing, plans that differ and a cell run twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from harness.commands.sharding import ShardError, ShardRequest, times_of
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
+from harness.model.result import Unavailable
+from harness.report.merge import load_reports, read_report, shard_problems
+from tests.conftest import ROOT
+
+KEPT = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.json"  # an H200 run's times
+PASSED_CASE = "async_copy.prefetch_cp_async_ptx::n67108864_stages2"  # one of its timed cases
+
+
+@pytest.fixture(scope="module")
+def four_shards(matrix, toolchain, compile_cache, tmp_path_factory):
+    """The corpus's sm_90a in 4 shards, no GPU, weighed by the kept H200 report's times."""
+    reports = tmp_path_factory.mktemp("shards")
+    for index in range(1, 5):
+        options = RunOptions(
+            matrix.targets["sm_90a"],
+            (ROOT / "kernels",),
+            reports,
+            compile_cache,
+            runner="box",
+            shard=ShardRequest(index, 4, KEPT),
+        )
+        run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    return reports
+
+
+def test_four_shards_hold_every_cell_of_the_target_once_and_are_balanced(four_shards):
+    files = sorted(four_shards.glob("junit-sm_90a-shard*of4.xml"))
+    assert [f.name for f in files] == [f"junit-sm_90a-shard{i}of4.xml" for i in range(1, 5)]
+    merged = load_reports(files, ["sm_90a"])
+    assert merged.problems == [] and merged.shard_problems == []
+    keys = Counter((cell.classname, cell.name) for cell in merged.cells)
+    whole = json.loads(KEPT.read_text())["cells"]
+    expected = {(f"{c['chapter']}.{c['kernel']}", f"{c['case']}[sm_90a]") for c in whole}
+    assert set(keys) == expected and set(keys.values()) == {1}
+    assert {cell.column for cell in merged.cells} == {"sm_90a@box"}
+    times = times_of(KEPT)
+    loads = [
+        sum(times.get(f"{cell.classname}::{cell.case}", 0.0) for cell in report.cells)
+        for report in merged.reports
+    ]
+    assert max(loads) <= 1.2 * min(loads), loads
+    shards = [report.shard for report in merged.reports]
+    assert [(s.index, s.count) for s in shards if s] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert len({s.plan for s in shards if s}) == 1
+    assert all(s and s.weights == f"times of {KEPT}" for s in shards)
+
+
+def _report(*args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def test_a_missing_shard_is_named_and_the_report_says_not_ok_and_fails(four_shards, tmp_path):
+    kept = [
+        f for f in sorted(four_shards.glob("junit-sm_90a-shard*of4.*")) if "shard2" not in f.name
+    ]
+    for path in kept:
+        shutil.copy(path, tmp_path / path.name)
+    given = sorted(tmp_path.glob("*.xml"))
+    merged = load_reports(given, ["sm_90a"])
+    assert merged.shard_problems == [
+        "sm_90a@box: shard 2 of 4 has no report: the kernels it ran are missing from this column"
+    ]
+    out = tmp_path / "out"
+    done = _report(*given, "--out", out, "--db", tmp_path / "h.sqlite", cwd=ROOT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "shard 2 of 4 has no report" in done.stderr
+    first = (out / "summary.md").read_text().splitlines()[0]
+    assert first.startswith("# CUDA matrix: NOT OK: ") and "1 shard problem(s)" in first
+    assert done.stdout.splitlines()[0] == first
+
+
+def test_shards_planned_apart_and_a_cell_in_two_shards_are_named(four_shards):
+    files = sorted(four_shards.glob("junit-sm_90a-shard*of4.xml"))
+    first, second, *rest = [read_report(path) for path in files]
+    assert second.shard is not None
+    astray = dataclasses.replace(
+        second,
+        shard=dataclasses.replace(second.shard, plan="0" * 64, weights="case sizes"),
+        cells=[*second.cells, first.cells[0]],
+    )
+    said = "\n".join(shard_problems([first, astray, *rest]))
+    assert "its 4 shards planned their kernels differently (weighed by case sizes; times of" in said
+    cell = first.cells[0]
+    assert f"sm_90a@box: {cell.classname} {cell.name} is in shard 1 and in shard 2" in said
+
+
+@pytest.mark.parametrize("text", ["0/4", "5/4", "a/b", "2", "1/0"])
+def test_a_shard_that_is_no_i_of_n_is_refused(text):
+    with pytest.raises(ShardError, match=rf"--shard '{text}': expected i/N with 1 <= i <= N"):
+        ShardRequest.parse(text)
+
+
+def test_times_come_from_a_report_or_an_object_of_seconds_and_nothing_else(tmp_path):
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"ch.k": 2.5, "ch.k2::n1": 1}))
+    assert times_of(flat) == {"ch.k": 2.5, "ch.k2::n1": 1.0}
+    assert times_of(KEPT)[PASSED_CASE] > 0
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ShardError, match=r"list.json: neither a report's JSON nor an object"):
+        times_of(listed)
+    with pytest.raises(ShardError, match=r"missing.json: cannot be read as JSON"):
+        times_of(tmp_path / "missing.json")
+
+
+def test_times_without_a_shard_are_refused_naming_both(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "test", "sm_90a", "--times", str(KEPT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "--times balances shards: it needs --shard i/N" in done.stderr
