@@ -198,6 +198,40 @@ for _target in MATRIX.targets.values():
     nox.session(name=f"ab-{_target.session}")(_ab_session(_target))
 
 
+def _unknown_targets(argv: list[str]) -> list[str]:
+    """The sessions asked for (-s, --session, -e) that are a target's kind but name no target
+    of matrix.yaml: nox would answer only "Sessions not found"."""
+    asked, taking = [], False
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg in ("-s", "-e", "--session", "--sessions"):
+            taking = True
+            continue
+        if arg.startswith("-"):
+            taking = False
+            if arg.startswith(("--session=", "--sessions=")):
+                asked += arg.split("=", 1)[1].split(",")
+            continue
+        if taking:
+            asked.append(arg)
+    known = {t.session for t in MATRIX.targets.values()}
+    kinds = ("build-", "test-", "sanitize-", "ab-")
+    return [
+        name
+        for name in asked
+        if name.startswith(kinds) and name.split("-", 1)[1] not in known
+    ]
+
+
+if _unknown := _unknown_targets(sys.argv[1:]):
+    _listed = ", ".join(f"{t.name} (test-{t.session})" for t in MATRIX.targets.values())
+    print(
+        f"nox: {', '.join(_unknown)}: no such target in matrix.yaml; its targets are {_listed}",
+        file=sys.stderr,
+    )
+
+
 @nox.session(name="compile")
 def compile_all(session: nox.Session) -> None:
     """Compile every kernel for every target on this machine; run nothing."""

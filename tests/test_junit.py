@@ -8,12 +8,15 @@ import re
 import subprocess
 import sys
 import time
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
-from junitparser import Error, Failure, JUnitXml, Skipped, TestCase
+from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase
 from lxml import etree
 
+from harness.commands.stage import RunOptions
+from harness.commands.test import run_target
 from harness.model.result import (
     SCHEMA_VERSION,
     ABComparison,
@@ -29,10 +32,11 @@ from harness.model.result import (
     SkipReason,
     Throughput,
     Timing,
+    Unavailable,
 )
 from harness.report import junit, merge, store
 from harness.report.merge import load_reports, read_report, write_merged_xml
-from tests.conftest import ROOT
+from tests.conftest import PLANTED, ROOT
 
 SCHEMA = etree.XMLSchema(
     etree.parse(str(Path(__file__).parent / "schemas" / "junit-properties.xsd"))
@@ -381,7 +385,14 @@ def test_a_json_that_names_its_xml_s_bytes_is_trusted_without_parsing_them(tmp_p
     assert _without_timestamps(copied.read_text()) == rendered
 
     # an XML edited after the JSON named it: parsed, and a disagreement found
-    first.xml.write_text(first.xml.read_text().replace("<skipped", "<failure", 1))
+    edited = re.sub(
+        r"<skipped( [^>]*)>(.*?)</skipped>",
+        r"<failure\1>\2</failure>",
+        first.xml.read_text(),
+        count=1,
+        flags=re.S,
+    )
+    first.xml.write_text(edited)
     changed = load_reports([first.xml], ["sm_90a"])
     assert parsed == [first.xml] and changed.reports == []
     assert "disagrees with junit-sm_90a.xml on 1 outcome(s)" in changed.problems[0]
@@ -408,3 +419,54 @@ def test_a_json_that_names_its_xml_s_bytes_is_trusted_without_parsing_them(tmp_p
     first.xml.write_text(first.xml.read_text().replace("big[sm_90a]", "other[sm_90a]"))
     write_merged_xml(report_set, copied)
     assert "big[sm_90a]" in copied.read_text() and "other[sm_90a]" not in copied.read_text()
+
+
+@pytest.fixture(scope="module")
+def cpu_run(matrix, toolchain, compile_cache, tmp_path_factory):
+    """The planted kernels' sm_90a report made on this machine (no GPU: every case skipped)."""
+    reports = tmp_path_factory.mktemp("cpu-run")
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (PLANTED,),
+        reports,
+        compile_cache,
+        select="planted.add_one",
+        runner="ci",
+        root=ROOT,
+    )
+    run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    return reports / "partial-junit-sm_90a.xml"
+
+
+def test_each_testcase_names_its_kernel_s_source_and_a_skip_says_why_as_text(cpu_run):
+    """junitparser, with a `file` attribute declared as its docs show: every testcase of a
+    kernel names its .cu relative to the project (GitHub's readers annotate that file), and a
+    skip's reason is its element's text as well as its message."""
+    TestCase.file = Attr("file")  # junitparser's way to read an attribute it does not know
+    try:
+        cases = [case for suite in JUnitXml.fromfile(str(cpu_run)) for case in suite]
+        assert cases and {case.file for case in cases} == {
+            "tests/fixtures/kernels/planted/add_one/add_one.cu"
+        }
+    finally:
+        del TestCase.file
+    skips = [r for case in cases for r in case.result if isinstance(r, Skipped)]
+    assert skips and all(s.text and s.text == s.message for s in skips)
+    assert all("no-device" == s.type for s in skips)
+
+
+def test_junit2html_shows_each_skip_s_reason_and_the_target(cpu_run, tmp_path):
+    """A JUnit-to-HTML tool of PyPI (junit2html) over the report: the skip reasons and the
+    target in each test's name reach the page."""
+    page = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "junit2htmlreport", str(cpu_run), str(page)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    message = JUnitXml.fromfile(str(cpu_run))
+    reasons = {r.message for s in message for c in s for r in c.result if isinstance(r, Skipped)}
+    assert reasons and all(html_escape(reason) in html for reason in reasons)
+    assert "n1000[sm_90a]" in html and "compile[sm_90a]" in html

@@ -79,3 +79,15 @@ def test_ab_in_a_container_with_a_base_that_names_no_commit_says_so(noxfile):
     args = noxfile._base_tree_args(session, ["--base", "no-such-ref-anywhere"])
     assert args[args.index("--base-commit") + 1] == "no-such-ref-anywhere"
     assert "every kernel is judged NEW" in session.said[0]
+
+
+@pytest.mark.parametrize("asked", [["-s", "test-sm89"], ["--session=sanitize-sm89,lint"]])
+def test_a_session_of_no_target_lists_the_targets(asked):
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "-l", *asked], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode != 0
+    assert "-sm89: no such target in matrix.yaml; its targets are sm_80 (test-sm80), " in (
+        done.stderr
+    )
+    assert "sm_90a (test-sm90), sm_100a (test-sm100)" in done.stderr

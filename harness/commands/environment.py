@@ -81,6 +81,7 @@ def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
         runner=args.runner,
         commit=current_commit(ROOT),
         shard=_shard(args),
+        root=ROOT,
     )
 
 

@@ -57,6 +57,7 @@ class RunOptions:
     runner: str = ""  # names the report's suite; defaults to the host name
     commit: str | None = None  # the project's commit the run is of
     shard: ShardRequest | None = None  # test --shard i/N: this part of the kernels only
+    root: Path | None = None  # the project: reports name kernel sources relative to it
 
 
 @dataclass(frozen=True)
@@ -456,8 +457,28 @@ def start_run(
         run_cells=run_cells,
     )
     report.cells.extend([*spec_cells, *stage.cells])
+    report.sources = _sources(options.root, loaded, spec_cells, folders)
     store.write(files, report)
     return StartedRun(report, where, stage)
+
+
+def _sources(
+    root: Path | None, loaded: list[Kernel], spec_cells: list[Cell], folders: list[KernelFolder]
+) -> dict[str, str]:
+    """Each kernel's source, and the spec of each whose spec did not load, by classname,
+    relative to `root` where it is inside it."""
+
+    def shown(path: Path) -> str:
+        if root is not None and path.resolve().is_relative_to(root.resolve()):
+            return str(path.resolve().relative_to(root.resolve()))
+        return str(path)
+
+    found = {kernel.classname: shown(kernel.source) for kernel in loaded}
+    broken = {cell.classname for cell in spec_cells}
+    for folder in folders:
+        if folder.classname in broken:
+            found.setdefault(folder.classname, shown(folder.spec_file))
+    return found
 
 
 def _planned(options: RunOptions, loaded: list[Kernel], spec_cells: list[Cell]) -> sharding.Plan:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 # cell's `code_identity`; 2.6: a case cell's `ab`, a timing's `queued_us` and `shared_gpu`, a
 # report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds; 2.8:
 # the file's `outcomes_sha256`, the same's, of its cells' names and outcomes; 2.9: a report's
-# `shard`)
+# `shard` and `sources`)
 SCHEMA_VERSION = "2.9"
 
 
@@ -457,6 +457,9 @@ class Report:
     # what showed that another process used the GPU during the run; None: nothing did
     shared_gpu: str | None = None
     shard: Shard | None = None  # the part of the target's kernels it ran; None: all of them
+    # each kernel's source (its spec where the spec did not load), by classname, relative to
+    # the project: what JUnit readers attach a testcase's annotations to
+    sources: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -472,6 +475,7 @@ class Report:
             "wall_s": self.wall_s,
             "shared_gpu": self.shared_gpu,
             "shard": _plain(self.shard),
+            "sources": dict(self.sources),
             "cells": [cell.to_json() for cell in self.cells],
         }
 
@@ -506,11 +510,20 @@ class Report:
                 wall_s=data.get("wall_s"),
                 shared_gpu=data.get("shared_gpu"),
                 shard=_shard_of(data.get("shard")),
+                sources=_sources_of(data.get("sources", {})),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReportError(
                 f"{source}: malformed report ({type(error).__name__}: {error})"
             ) from error
+
+
+def _sources_of(record: Any) -> dict[str, str]:
+    if not isinstance(record, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in record.items()
+    ):
+        raise ValueError(f"sources {record!r} is not an object of paths by classname")
+    return dict(record)
 
 
 def _shard_of(record: Any) -> Shard | None:

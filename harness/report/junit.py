@@ -110,12 +110,14 @@ def _suite(report: Report) -> Iterator[str]:
         yield f"      <property{_attributes({'name': key, 'value': value})} />\n"
     yield "    </properties>\n"
     for cell in report.cells:
-        yield _case(cell)
+        yield _case(cell, report.sources.get(cell.classname))
     yield "  </testsuite>\n"
 
 
-def _case(cell: Cell) -> str:
+def _case(cell: Cell, source: str | None = None) -> str:
     case = {"classname": cell.classname, "name": cell.name, "time": f"{cell.seconds:.3f}"}
+    if source:  # readers (GitHub's annotations among them) attach the testcase to this file
+        case["file"] = source
     lines = [f"    <testcase{_attributes(case)}>", "      <properties>"]
     lines += [  # the names are the harness's own: only the values need escaping
         f'        <property name="{key}" value="{_attribute(value)}" />'
@@ -124,7 +126,9 @@ def _case(cell: Cell) -> str:
     lines.append("      </properties>")
     if cell.outcome is Outcome.SKIPPED:
         reason = cell.skip_reason.value if cell.skip_reason else "skipped"
-        lines.append(f"      <skipped{_attributes({'type': reason, 'message': cell.message})} />")
+        said = _attributes({"type": reason, "message": cell.message})
+        # the reason as text too: some readers show a skip's text and never its attributes
+        lines.append(f"      <skipped{said}>{_text(cell.message)}</skipped>")
     elif cell.outcome in (Outcome.FAILED, Outcome.ERROR):
         tag = "failure" if cell.outcome is Outcome.FAILED else "error"
         said = _attributes({"type": tag, "message": cell.message})
