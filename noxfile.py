@@ -217,11 +217,7 @@ def _unknown_targets(argv: list[str]) -> list[str]:
             asked.append(arg)
     known = {t.session for t in MATRIX.targets.values()}
     kinds = ("build-", "test-", "sanitize-", "ab-")
-    return [
-        name
-        for name in asked
-        if name.startswith(kinds) and name.split("-", 1)[1] not in known
-    ]
+    return [name for name in asked if name.startswith(kinds) and name.split("-", 1)[1] not in known]
 
 
 if _unknown := _unknown_targets(sys.argv[1:]):
