@@ -20,7 +20,7 @@ from harness.commands import compile as compile_command
 from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
 from harness.commands import test as test_command
-from harness.commands.environment import ROOT, Unusable
+from harness.commands.environment import Unusable, project_root
 from harness.commands.sharding import ShardError
 from harness.commands.stage import NothingToRun
 
@@ -35,19 +35,20 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    root = project_root()  # the project: from the working directory up, its matrix.yaml
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    common.add_argument("--matrix", type=Path, default=root / "matrix.yaml")
     common.add_argument(
         "--kernels",
         type=Path,
         action="append",
         help="a kernels tree (repeatable; default: the project's kernels/)",
     )
-    common.add_argument("--reports", type=Path, default=ROOT / "reports")
-    common.add_argument("--cache", type=Path, default=ROOT / ".cache" / "compile")
+    common.add_argument("--reports", type=Path, default=root / "reports")
+    common.add_argument("--cache", type=Path, default=root / ".cache" / "compile")
     common.add_argument("-k", dest="select", default="", help="only kernels whose name has this")
     common.add_argument("--runner", default="", help="runner name for the report's suite")
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    parser = argparse.ArgumentParser(prog="cuda-matrix", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     test = commands.add_parser("test", parents=[common], help="compile and run one target")
     test.add_argument("target", help="a target name (sm_90a) or its session name (sm90)")
@@ -84,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("targets", nargs="*", help="default: every target")
     report = commands.add_parser("report", help="merge reports; summary, dashboard, history")
     report.add_argument("files", nargs="*", type=Path, help="default: reports/junit-*.xml")
-    report.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
-    report.add_argument("--out", type=Path, default=ROOT / "reports")
-    report.add_argument("--db", type=Path, default=ROOT / "reports" / "history.sqlite")
+    report.add_argument("--matrix", type=Path, default=root / "matrix.yaml")
+    report.add_argument("--out", type=Path, default=root / "reports")
+    report.add_argument("--db", type=Path, default=root / "reports" / "history.sqlite")
     report.add_argument("--commit", default="", help="default: git rev-parse HEAD")
     report.add_argument("--baseline", help="a stored commit to compare medians with")
     report.add_argument("--max-slowdown", type=float, help="fail when SLOWER by more (%%)")
@@ -104,9 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """`cuda-matrix ...` (the package's command) and `python -m harness ...` alike."""
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback; the reports say how far
         print("interrupted: the reports hold the cells finished so far", file=sys.stderr)
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    cli()

@@ -300,12 +300,14 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
     if args.base_tree:
         if not args.base_tree.is_dir():
             return Unavailable(f"--base-tree {args.base_tree}: no such folder")
-        return BaseTree(args.base_commit or str(args.base_tree), args.base_tree, environment.ROOT)
-    commit = resolve_commit(environment.ROOT, args.base)
+        return BaseTree(
+            args.base_commit or str(args.base_tree), args.base_tree, environment.project_root()
+        )
+    commit = resolve_commit(environment.project_root(), args.base)
     if isinstance(commit, Unavailable):
         return commit
     into = Path(options.cache_dir).parent / "ab"
-    return extract(environment.ROOT, commit, list(map(Path, options.kernels_roots)), into)
+    return extract(environment.project_root(), commit, list(map(Path, options.kernels_roots)), into)
 
 
 def _head_report(files: store.ReportFiles) -> Report:

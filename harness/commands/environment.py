@@ -19,7 +19,21 @@ from harness.model.result import Unavailable
 from harness.run.device import DeviceInfo, DeviceMissing, probe_all
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 
-ROOT = Path(__file__).resolve().parents[2]  # the project: its matrix.yaml, kernels/, reports/
+# Where this package sits in a checkout of cuda-matrix itself, beside its matrix.yaml
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The project the commands work in (its matrix.yaml, kernels/, reports/): the nearest
+    folder with a matrix.yaml from the working directory up; else the checkout of cuda-matrix
+    the harness runs from; else the working directory, whose missing matrix.yaml is named."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "matrix.yaml").is_file():
+            return folder
+    if (_CHECKOUT / "matrix.yaml").is_file():
+        return _CHECKOUT
+    return here
 
 
 class Unusable(Exception):
@@ -74,14 +88,14 @@ def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
     """A command's options for one target, from the arguments every run command takes."""
     return RunOptions(
         target=target,
-        kernels_roots=tuple(args.kernels or [ROOT / "kernels"]),
+        kernels_roots=tuple(args.kernels or [project_root() / "kernels"]),
         reports_dir=args.reports,
         cache_dir=args.cache,
         select=args.select,
         runner=args.runner,
-        commit=current_commit(ROOT),
+        commit=current_commit(project_root()),
         shard=_shard(args),
-        root=ROOT,
+        root=project_root(),
     )
 
 

@@ -37,13 +37,13 @@ def main(args: argparse.Namespace) -> int:
     if args.artifacts:  # an empty artifacts folder is no reason to read stale local reports
         files = args.files or list(artifact_of)
     else:
-        files = args.files or default_reports(environment.ROOT / "reports")
+        files = args.files or default_reports(environment.project_root() / "reports")
     options = PublishOptions(
         reports=files,
         expected_targets=list(matrix.targets),
         out=args.out,
         database=args.db,
-        commit=args.commit or current_commit(environment.ROOT) or "unknown",
+        commit=args.commit or current_commit(environment.project_root()) or "unknown",
         baseline=args.baseline,
         max_slowdown_pct=args.max_slowdown,
         strict=args.strict,

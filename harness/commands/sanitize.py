@@ -48,7 +48,8 @@ from harness.report import store
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo
 
-ROOT = Path(__file__).resolve().parents[2]  # where the case process imports the harness from
+# where the case process imports the harness from: the folder that holds this package
+HARNESS_PARENT = Path(__file__).resolve().parents[2]
 # Runs at once: each is a Python process plus the tool's instrumentation, mostly host work, with
 # a CUDA context of its own on the one GPU. Half the cores, at most 8 contexts.
 PARALLEL = max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -147,7 +148,7 @@ def _sanitize(run: _Run, matrix: Matrix) -> Cell:
         "--device",
         str(run.device.ordinal),
     ]
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(HARNESS_PARENT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     timeout_s = matrix.sanitize.timeout_s
     with tempfile.TemporaryDirectory(prefix="sanitize-") as scratch:

@@ -1,0 +1,64 @@
+"""The matrix's nox sessions for a project that adopts cuda-matrix: its own `matrix.yaml` and
+`kernels/`, and a noxfile of a few lines:
+
+    import nox
+    from harness.sessions import add_sessions
+
+    add_sessions(nox)  # or add_sessions(nox, install=["cuda-matrix @ git+https://..."])
+
+Each target of its matrix.yaml gets `test-<session>` and `sanitize-<session>`, and the project
+gets `compile`, `check` and `report`: each installs `install` and the target's pinned nvcc wheels
+into its virtualenv (nothing with `nox --no-venv`) and runs the `cuda-matrix` command there. They
+run on the host; the container backend is this repository's own noxfile's, for now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.model.matrix import load_matrix
+
+
+def add_sessions(
+    nox: Any, root: Path | None = None, install: Sequence[str] = ("cuda-matrix",)
+) -> list[str]:
+    """Register the sessions with `nox` (the module a noxfile imports); their names. `root`:
+    the project (default: the noxfile's folder, nox's working directory)."""
+    project = Path(root or Path.cwd())
+    matrix = load_matrix(project / "matrix.yaml")
+    every_wheel = sorted({w for t in matrix.targets.values() for w in t.toolkit.wheels})
+    names = []
+
+    def define(name: str, doc: str, wheels: Sequence[str], *command: str) -> None:
+        def session(session: Any) -> None:
+            from nox.virtualenv import PassthroughEnv  # nox is there when a session runs
+
+            if not isinstance(session.virtualenv, PassthroughEnv):
+                session.install(*install, *wheels)
+            session.run("cuda-matrix", *command, *session.posargs)
+
+        session.__doc__ = doc
+        nox.session(name=name)(session)
+        names.append(name)
+
+    for target in matrix.targets.values():
+        define(
+            f"test-{target.session}",
+            f"Compile {target.name} ({target.gencode}) and run it on this machine's GPU.",
+            target.toolkit.wheels,
+            "test",
+            target.name,
+        )
+        define(
+            f"sanitize-{target.session}",
+            f"Run compute-sanitizer over {target.name} on this machine's GPU.",
+            target.toolkit.wheels,
+            "sanitize",
+            target.name,
+        )
+    define("compile", "Compile every target, run nothing.", every_wheel, "compile")
+    define("check", "Compile every target, check every case on the CPU.", every_wheel, "check")
+    define("report", "Merge reports/junit-*.xml into summary.md and dashboard.html.", (), "report")
+    return names

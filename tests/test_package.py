@@ -1,0 +1,92 @@
+"""The package: a wheel built from the repository installs into a fresh virtualenv, its
+`cuda-matrix` command runs a project that has only its own matrix.yaml and kernels/, and that
+project's noxfile gets the matrix's sessions from the package in a few lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+CONSUMER = ROOT / "tests" / "fixtures" / "consumer"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh virtualenv with the wheel built from this checkout (and nox, its extra)."""
+    where = tmp_path_factory.mktemp("package")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(where), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = where.glob("cuda_matrix-*.whl")
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[nox]"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return venv
+
+
+def _in(venv: Path, project: Path, toolchain, *command: str) -> subprocess.CompletedProcess:
+    environment = {
+        **os.environ,
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "NVCC": str(toolchain.nvcc),  # the pinned nvcc, installed once for the suite
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    environment.pop("PYTHONPATH", None)  # the venv's own harness, never this checkout's
+    environment.pop("VIRTUAL_ENV", None)
+    return subprocess.run(command, capture_output=True, text=True, cwd=project, env=environment)
+
+
+def test_a_project_with_its_own_matrix_and_kernels_runs_the_installed_command(
+    installed, toolchain, tmp_path
+):
+    project = tmp_path / "project"
+    shutil.copytree(CONSUMER, project)
+    where = _in(
+        installed, project, toolchain, "python", "-c", "import harness; print(harness.__file__)"
+    )
+    assert str(installed) in where.stdout, where.stdout + where.stderr
+    done = _in(installed, project, toolchain, "cuda-matrix", "test", "sm_90a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((project / "reports" / "junit-sm_90a.json").read_text())
+    outcomes = {(c["kernel"], c["case"]): c["outcome"] for c in report["cells"]}
+    assert outcomes == {
+        ("scale", "compile"): "passed",
+        ("scale", "n1000000"): "skipped",
+        ("scale", "n1"): "skipped",
+    }
+    assert report["sources"] == {"demo.scale": "kernels/demo/scale/scale.cu"}
+    assert (project / "reports" / "junit-sm_90a.xml").is_file()
+    merged = _in(installed, project, toolchain, "cuda-matrix", "report")
+    assert merged.returncode == 1  # sm_80 has no report: NOT OK, and said first
+    assert merged.stdout.startswith("# CUDA matrix: NOT OK: 1 target(s) missing")
+    assert (project / "reports" / "dashboard.html").is_file()
+
+
+def test_a_project_s_noxfile_gets_the_sessions_from_the_package(installed, toolchain, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(CONSUMER, project)
+    listed = _in(installed, project, toolchain, "nox", "-l", "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = {s["session"] for s in json.loads(listed.stdout)}
+    assert names == {
+        "test-sm80", "test-sm90", "sanitize-sm80", "sanitize-sm90", "compile", "check", "report",
+    }  # fmt: skip
+    ran = _in(installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (project / "reports" / "junit-sm_90a.xml").is_file()
