@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import nox
@@ -45,10 +46,20 @@ nox.options.sessions = ["lint", "tests"]
 
 
 def _install(session: nox.Session, *requirements: str) -> None:
-    """Install into the session's venv; with --no-venv, trust the environment as it is."""
+    """Install into the session's venv; with --no-venv, trust the environment as it is. Said
+    before and after: the first install of the nvcc wheels takes tens of seconds, in silence."""
     if isinstance(session.virtualenv, PassthroughEnv):
         return
+    toolkit = [r for r in requirements if r.startswith("nvidia-")]
+    what = (
+        f"the requirements and {len(toolkit)} toolkit wheels (the first time: some 300 MB)"
+        if toolkit
+        else "the requirements"
+    )
+    session.log(f"installing {what} ...")
+    started = time.monotonic()
     session.install(*requirements)
+    session.log(f"installed in {time.monotonic() - started:.1f} s")
 
 
 def _toolkit_wheels() -> list[str]:

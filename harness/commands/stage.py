@@ -10,6 +10,7 @@ CellError (or give Unavailable for a value they lack), and the cell is settled f
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,8 +312,34 @@ def _compile(
         )
         return dict.fromkeys(keys, unknown)
     variants = [(kernel.variant(defines), target) for kernel, defines in pairs]
-    results = Compiler(toolchain, cache_dir).compile_all(variants)
+    results = Compiler(toolchain, cache_dir).compile_all(
+        variants, _CompileProgress(target, len(variants))
+    )
     return dict(zip(keys, results, strict=True))
+
+
+class _CompileProgress:
+    """A line while nvcc works, on a terminal and in CI alike: builds done of all, and the time
+    so far, at most one a second and always the last (a cold build takes tens of seconds)."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, target: Target, total: int) -> None:
+        self.target = target
+        self.started = time.monotonic()
+        self.said = self.started
+        if total:
+            print(f"compile {target.name}: {total} builds, nvcc running ...", flush=True)
+
+    def __call__(self, finished: int, total: int) -> None:
+        now = time.monotonic()
+        if finished < total and now - self.said < self.EVERY_S:
+            return
+        self.said = now
+        print(
+            f"compile {self.target.name}: {finished}/{total} builds, {now - self.started:.1f} s",
+            flush=True,
+        )
 
 
 def _compile_cell(

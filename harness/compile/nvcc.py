@@ -23,8 +23,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -537,9 +537,13 @@ class Compiler:
         except IdentityError as error:
             return None, f"{log}\ncode identity unavailable: {error}".strip()
 
-    def compile_all(self, pairs: list[tuple[Kernel, Target]]) -> list[Compiled | Unavailable]:
+    def compile_all(
+        self,
+        pairs: list[tuple[Kernel, Target]],
+        done: Callable[[int, int], None] | None = None,
+    ) -> list[Compiled | Unavailable]:
         """Compile every pair, in parallel across cores; results in the order given, Unavailable
-        with why for a build refused before nvcc ran.
+        with why for a build refused before nvcc ran; `done(finished, total)` after each build.
 
         Interrupted (Ctrl-C reaches this thread, not the compiling ones), it kills every nvcc
         still running, and any about to start, so that the interrupt ends the run instead of
@@ -549,6 +553,9 @@ class Compiler:
         pool = ThreadPoolExecutor(max_workers=workers)
         try:
             futures = [pool.submit(self._compile_or_why, *pair) for pair in pairs]
+            if done is not None:  # each build as it finishes: how many of how many
+                for count, _ in enumerate(as_completed(futures), start=1):
+                    done(count, len(futures))
             return [future.result() for future in futures]
         except BaseException:
             self._kill_running()
