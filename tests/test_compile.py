@@ -675,3 +675,19 @@ def test_a_failed_build_of_case_macros_fails_its_own_cases_only(
         "not compiled: nvcc failed (see compile(VEC=3)[sm_90a])",
     )
     assert seen["two[sm_90a]"][0] is Outcome.SKIPPED
+
+
+def test_compiling_says_how_many_builds_are_done_at_most_once_a_second(matrix, capsys):
+    from harness.commands.stage import _CompileProgress
+
+    progress = _CompileProgress(matrix.targets["sm_90a"], 3)
+    progress(1, 3)  # within the second: not said
+    progress.said -= 2  # as if two seconds passed
+    progress(2, 3)
+    progress(3, 3)  # the last is always said
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "compile sm_90a: 3 builds, nvcc running ..."
+    assert [line.split(",")[0] for line in said[1:]] == [
+        "compile sm_90a: 2/3 builds",
+        "compile sm_90a: 3/3 builds",
+    ]
