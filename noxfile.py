@@ -268,31 +268,8 @@ def base_image(session: nox.Session) -> None:
 def gha_matrix(session: nox.Session) -> None:
     """Print the GitHub Actions job matrix (one entry per target of matrix.yaml, one per shard
     of a target split in shards) as JSON; `-- images`: one entry per target, for its image."""
-    if session.posargs == ["images"]:
-        images_only = [
-            {"target": t.name, "session": t.session, "image": t.image}
-            for t in MATRIX.targets.values()
-        ]
-        print(json.dumps({"include": images_only}))
-        return
-    include = [
-        {
-            "target": t.name,
-            "session": t.session,
-            "image": t.image,
-            "toolkit": t.toolkit.version,
-            "runner": list(t.runner_labels),
-            # `test --shard` of the job, "" for a whole target; the report's file stem and the
-            # artifact it is uploaded as, each this job's alone
-            "shard": f"{index}/{t.shards}" if t.shards > 1 else "",
-            "report": f"junit-{t.name}" + (f"-shard{index}of{t.shards}" if t.shards > 1 else ""),
-            "artifact": f"reports-{t.name}"
-            + (f"-shard{index}of{t.shards}" if t.shards > 1 else ""),
-        }
-        for t in MATRIX.targets.values()
-        for index in range(1, t.shards + 1)
-    ]
-    print(json.dumps({"include": include}))
+    jobs = MATRIX.github_images() if session.posargs == ["images"] else MATRIX.github_jobs()
+    print(json.dumps({"include": jobs}))
 
 
 @nox.session

@@ -85,8 +85,22 @@ def test_a_project_s_noxfile_gets_the_sessions_from_the_package(installed, toolc
     assert listed.returncode == 0, listed.stderr
     names = {s["session"] for s in json.loads(listed.stdout)}
     assert names == {
-        "test-sm80", "test-sm90", "sanitize-sm80", "sanitize-sm90", "compile", "check", "report",
+        "test-sm80", "test-sm90", "ab-sm80", "ab-sm90", "sanitize-sm80", "sanitize-sm90",
+        "compile", "check", "report", "gha-matrix",
     }  # fmt: skip
-    ran = _in(installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90")
+    # as the reusable workflow runs it where a project has no images of its own
+    ran = _in(
+        installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
+        "--backend", "host", "--kernels", "kernels",
+    )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (project / "reports" / "junit-sm_90a.xml").is_file()
+    refused = _in(installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
+                  "--backend", "docker")  # fmt: skip
+    assert refused.returncode != 0 and "containers: false" in refused.stdout + refused.stderr
+    planned = _in(installed, project, toolchain, "nox", "-s", "gha-matrix")
+    jobs = json.loads(planned.stdout)["include"]
+    assert [(job["target"], job["report"]) for job in jobs] == [
+        ("sm_80", "junit-sm_80"),
+        ("sm_90a", "junit-sm_90a"),
+    ]

@@ -32,12 +32,28 @@ SLOWER_AB = {  # a measured A/B in the report's JSON form (harness.model.result.
 }
 
 
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def _workflow() -> dict:
+    """The reusable workflow: the jobs every caller gets."""
+    return yaml.safe_load((WORKFLOWS / "cuda-matrix.yml").read_text())
+
+
+def _caller() -> dict:
+    """This repository's own workflow: its triggers, and the reusable one called with them."""
+    return yaml.safe_load((WORKFLOWS / "matrix.yml").read_text())
+
+
 def _aggregate_script() -> str:
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
-    (step,) = [s for s in workflow["jobs"]["aggregate"]["steps"] if "judge" in s.get("name", "")]
+    (step,) = [s for s in _workflow()["jobs"]["aggregate"]["steps"] if "judge" in s.get("name", "")]
     # nox only makes the environment: the harness's own command is what runs in it.
     assert NOX_REPORT in step["run"]
-    return step["run"].replace(NOX_REPORT, f"{sys.executable} -m harness report"), step["env"]
+    env = dict(step["env"])
+    # what Actions makes of the input this repository's workflow passes
+    assert env["MAX_SLOWDOWN_PCT"] == "${{ inputs.max-slowdown-pct }}"
+    env["MAX_SLOWDOWN_PCT"] = _caller()["jobs"]["matrix"]["with"]["max-slowdown-pct"]
+    return step["run"].replace(NOX_REPORT, f"{sys.executable} -m harness report"), env
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -146,12 +162,11 @@ def test_an_artifact_carrying_another_targets_report_is_left_out(tmp_path):
 
 def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
     """What the file itself can do; the runner group and ephemeral runners (README) do the rest."""
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
-    jobs = workflow["jobs"]
-    assert jobs["test"]["if"] == "github.event_name != 'pull_request'"
+    jobs = _workflow()["jobs"]
+    assert jobs["test"]["if"].startswith("github.event_name != 'pull_request' && ")
     assert "github.event_name != 'pull_request'" in jobs["aggregate"]["if"]
     assert jobs["test"]["environment"] == "gpu"
-    triggers = workflow[True]  # YAML reads the key `on` as True
+    triggers = _caller()[True]  # YAML reads the key `on` as True
     assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
     assert triggers["push"]["branches"] == ["main"]
     assert "ref" in triggers["workflow_dispatch"]["inputs"]
@@ -160,10 +175,6 @@ def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
         assert checkout["with"]["ref"] == "${{ needs.plan.outputs.tested }}", name
     gpu_steps = " ".join(str(step.get("run", "")) for step in jobs["test"]["steps"])
     assert "--user" not in gpu_steps and "RUNNER_TEMP" in gpu_steps  # nothing left on the host
-
-
-def _workflow() -> dict:
-    return yaml.safe_load((ROOT / ".github" / "workflows" / "matrix.yml").read_text())
 
 
 def test_the_tested_commit_is_resolved_once_to_its_sha_and_recorded_as_such():
@@ -192,7 +203,7 @@ def test_the_gpu_runners_are_chosen_by_main_s_files_not_the_tested_commit_s():
 
 def test_main_s_runs_are_never_cancelled_and_alone_write_the_history():
     workflow = _workflow()
-    concurrency = workflow["concurrency"]
+    concurrency = _caller()["concurrency"]
     # a pull request groups by its ref and cancels its older run; anything else is its own group
     assert concurrency["group"] == (
         "matrix-${{ github.event_name == 'pull_request' && github.ref || github.run_id }}"
@@ -272,12 +283,18 @@ def test_each_test_job_runs_the_a_b_on_its_own_gpu_against_the_base_commit():
     assert 'BASE_SHA="${DISPATCHED_FROM:-$(git rev-parse HEAD^)}"' in run
     assert '"${RUNNER_TEMP}/nox/bin/nox" --non-interactive -s "ab-${SESSION}" --' in run
     # a shard's job names the run by its runners' labels, as its test step did, and its shard
-    assert '--backend docker --runner "${RUN_NAME:-${RUNNER_NAME}}" --base "${BASE_SHA}"' in run
+    assert (
+        '--backend "${BACKEND}" --runner "${RUN_NAME:-${RUNNER_NAME}}" --base "${BASE_SHA}"' in run
+    )
     assert (
         '${SHARD:+--shard "${SHARD}"}' in run
         and '${SHARD:+--shard "${SHARD}"}' in (steps[tested]["run"])
     )
     for step in (steps[tested], steps[ab]):
+        # in the target's image, or on the host where the caller has none (containers: false)
+        assert step["env"]["BACKEND"] == "${{ inputs.containers && 'docker' || 'host' }}"
+        assert step["env"]["KERNELS"] == "${{ inputs.kernels }}"
+        assert '"${kernels[@]}"' in step["run"]
         assert step["env"]["SHARD"] == "${{ matrix.shard }}"
         assert step["env"]["RUN_NAME"] == "${{ matrix.shard && join(matrix.runner, '-') || '' }}"
     assert steps[ab]["env"]["SESSION"] == "${{ matrix.session }}"
@@ -311,3 +328,46 @@ def test_the_a_b_step_resolves_the_base_as_actions_would(tmp_path):
             text=True, check=True,
         )  # fmt: skip
         assert done.stdout.strip() == base
+
+
+CONSUMER_CALLER = ROOT / "tests" / "fixtures" / "consumer" / ".github" / "workflows" / "matrix.yml"
+
+
+def test_every_caller_passes_only_inputs_the_reusable_workflow_declares_of_their_types():
+    """This repository's own workflow and a kernel repository's (the fixture consumer's): each
+    calls the reusable workflow, pinned (a commit, or this repository's own), with inputs it
+    declares; the kernel repository's runs on the host, with no images of its own."""
+    declared = _workflow()[True]["workflow_call"]["inputs"]
+    assert {"ref", "kernels", "max-slowdown-pct", "containers", "nox-requirements"} <= set(declared)
+    assert _workflow()["permissions"] == {}
+    kinds = {"string": str, "boolean": bool}
+    for path in (WORKFLOWS / "matrix.yml", CONSUMER_CALLER):
+        caller = yaml.safe_load(path.read_text())
+        (job,) = caller["jobs"].values()
+        assert job["uses"].split("@")[0].endswith(".github/workflows/cuda-matrix.yml"), path
+        assert job["permissions"] == {"contents": "read"} and caller["permissions"] == {}
+        for name, value in job["with"].items():
+            assert name in declared, (path, name)
+            if not str(value).startswith("${{"):
+                assert isinstance(value, kinds[declared[name]["type"]]), (path, name)
+    assert _caller()["jobs"]["matrix"]["uses"] == "$/.github/workflows/cuda-matrix.yml"
+    consumer = yaml.safe_load(CONSUMER_CALLER.read_text())["jobs"]["matrix"]
+    assert consumer["with"]["containers"] is False
+    # a caller's images are skipped, and its GPU jobs still run (on the host)
+    jobs = _workflow()["jobs"]
+    assert jobs["build"]["if"] == "inputs.containers"
+    assert "needs.build.result == 'skipped'" in jobs["test"]["if"]
+
+
+def test_the_fixture_caller_passes_actionlint_and_zizmor():
+    tools = Path(sys.executable).parent
+    linted = subprocess.run(
+        [str(tools / "actionlint"), str(CONSUMER_CALLER)], capture_output=True, text=True
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    audited = subprocess.run(
+        [str(tools / "zizmor"), "--offline", str(CONSUMER_CALLER.parent)],
+        capture_output=True,
+        text=True,
+    )
+    assert audited.returncode == 0, audited.stdout + audited.stderr

@@ -170,6 +170,34 @@ class Matrix:
     container: ContainerLimits = CONTAINER
     ab: ABSettings = AB_DEFAULTS
 
+    def github_jobs(self) -> list[dict[str, Any]]:
+        """The GitHub Actions job matrix: one GPU job per target, one per shard of a target
+        split in shards, each with the report and artifact it alone uploads."""
+        jobs = []
+        for t in self.targets.values():
+            for index in range(1, t.shards + 1):
+                part = f"-shard{index}of{t.shards}" if t.shards > 1 else ""
+                jobs.append(
+                    {
+                        "target": t.name,
+                        "session": t.session,
+                        "image": t.image,
+                        "toolkit": t.toolkit.version,
+                        "runner": list(t.runner_labels),
+                        "shard": f"{index}/{t.shards}" if t.shards > 1 else "",
+                        "report": f"junit-{t.name}{part}",
+                        "artifact": f"reports-{t.name}{part}",
+                    }
+                )
+        return jobs
+
+    def github_images(self) -> list[dict[str, Any]]:
+        """One entry per target: the image its GPU jobs test in."""
+        return [
+            {"target": t.name, "session": t.session, "image": t.image}
+            for t in self.targets.values()
+        ]
+
     def target(self, name: str) -> Target:
         if name in self.targets:
             return self.targets[name]
