@@ -833,3 +833,17 @@ def test_no_report_at_all_is_a_failure(tmp_path):
     done = _report("--artifacts", empty, "--out", tmp_path / "out", "--db", tmp_path / "h.sqlite")
     assert done.returncode == 1, done.stderr
     assert "error: no report to publish: no files were given, and none was found" in done.stderr
+
+
+def test_report_reads_compile_only_reports_as_their_target_s_column_where_no_test_ran(tmp_path):
+    """`nox -s compile` then `nox -s report`: the compile reports count as their targets'
+    columns (never MISSING), and a target that was also tested keeps its test report only."""
+    from harness.commands.report import default_reports
+
+    for name in ("junit-sm_90a", "junit-sm_90a-shard1of2", "compile-sm_90a", "compile-sm_80"):
+        (tmp_path / f"{name}.xml").write_text("")
+    assert [p.name for p in default_reports(tmp_path)] == [
+        "junit-sm_90a-shard1of2.xml",
+        "junit-sm_90a.xml",
+        "compile-sm_80.xml",
+    ]
