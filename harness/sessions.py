@@ -33,7 +33,9 @@ def add_sessions(
     every_wheel = sorted({w for t in matrix.targets.values() for w in t.toolkit.wheels})
     names = []
 
-    def define(name: str, doc: str, wheels: Sequence[str], *command: str) -> None:
+    def define(
+        name: str, doc: str, wheels: Sequence[str], *command: str, default: bool = True
+    ) -> None:
         def session(session: Any) -> None:
             from nox.virtualenv import PassthroughEnv  # nox is there when a session runs
 
@@ -43,7 +45,7 @@ def add_sessions(
             session.run("cuda-matrix", *command, *args)
 
         session.__doc__ = doc
-        nox.session(name=name)(session)
+        nox.session(name=name, default=default)(session)
         names.append(name)
 
     for target in matrix.targets.values():
@@ -60,6 +62,7 @@ def add_sessions(
             target.toolkit.wheels,
             "ab",
             target.name,
+            default=False,  # it needs -- --base REF: never part of a bare `nox`
         )
         define(
             f"sanitize-{target.session}",
@@ -77,7 +80,7 @@ def add_sessions(
         print(json.dumps({"include": jobs}))
 
     plan.__doc__ = "Print the GitHub Actions job matrix (-- images: one entry per target)."
-    nox.session(name="gha-matrix", venv_backend="none")(plan)
+    nox.session(name="gha-matrix", venv_backend="none", default=False)(plan)
     names.append("gha-matrix")
     return names
 

@@ -81,13 +81,20 @@ def test_a_project_with_its_own_matrix_and_kernels_runs_the_installed_command(
 def test_a_project_s_noxfile_gets_the_sessions_from_the_package(installed, toolchain, tmp_path):
     project = tmp_path / "project"
     shutil.copytree(CONSUMER, project)
-    listed = _in(installed, project, toolchain, "nox", "-l", "--json")
-    assert listed.returncode == 0, listed.stderr
-    names = {s["session"] for s in json.loads(listed.stdout)}
-    assert names == {
+    every = [
         "test-sm80", "test-sm90", "ab-sm80", "ab-sm90", "sanitize-sm80", "sanitize-sm90",
         "compile", "check", "report", "gha-matrix",
-    }  # fmt: skip
+    ]  # fmt: skip
+    listed = _in(installed, project, toolchain, "nox", "-l", "--json", "-s", *every)
+    assert listed.returncode == 0, listed.stderr  # nox fails on a session it does not know
+    assert {s["session"] for s in json.loads(listed.stdout)} == set(every)
+    default = _in(installed, project, toolchain, "nox", "-l", "--json")
+    # a bare `nox` runs neither the A/B (it needs -- --base) nor the workflow's planner
+    assert {s["session"] for s in json.loads(default.stdout)} == set(every) - {
+        "ab-sm80",
+        "ab-sm90",
+        "gha-matrix",
+    }
     # as the reusable workflow runs it where a project has no images of its own
     ran = _in(
         installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
