@@ -105,6 +105,21 @@ def _line_of(text: str, needle: str) -> int:
             "tools: [memcheck, memcheck,",
             r"sanitize.tools: memcheck is listed twice",
         ),
+        (
+            ("    session: sm90\n", "    session: sm90\n    shards: 0\n"),
+            "shards: 0",
+            r"targets.sm_90a.shards: expected a finite positive number",
+        ),
+        (
+            ("    session: sm90\n", "    session: sm90\n    shards: 300\n"),
+            "shards: 300",
+            r"targets.sm_90a.shards: expected at most 256",
+        ),
+        (
+            ("    session: sm90\n", "    session: sm90\n    shards: two\n"),
+            "shards: two",
+            r"targets.sm_90a.shards: expected a int",
+        ),
     ],
 )
 def test_a_wrong_entry_names_file_line_and_expectation(tmp_path, edit, needle, expected):

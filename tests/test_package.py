@@ -111,3 +111,13 @@ def test_a_project_s_noxfile_gets_the_sessions_from_the_package(installed, toolc
         ("sm_80", "junit-sm_80"),
         ("sm_90a", "junit-sm_90a"),
     ]
+
+
+def test_a_folder_with_no_matrix_is_told_what_a_project_needs(installed, toolchain, tmp_path):
+    done = _in(installed, tmp_path, toolchain, "cuda-matrix", "test", "sm_90a")
+    assert done.returncode == 2
+    assert (
+        f"{tmp_path.resolve() / 'matrix.yaml'}: no such file: a project of cuda-matrix has a"
+        in (done.stderr)
+    )
+    assert not (tmp_path / "reports").exists()  # nothing written where nothing could run

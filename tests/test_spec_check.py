@@ -109,6 +109,7 @@ def _problem(*launches: Launch, **buffers) -> Problem:
         "x": np.zeros(8, np.float32),
         "d": np.zeros(8, np.float64),
         "m": np.zeros((8, 8), np.float32),
+        "odd": np.zeros((4, 7), np.float32),  # rows of 28 bytes: no pitch a texture takes
     }
     return Problem(inputs=inputs, outputs={"y": np.zeros(8, np.float32)}, launches=launches)
 
@@ -171,6 +172,7 @@ def test_a_struct_is_packed_as_a_c_compiler_lays_it_out():
         (_launch(Texture("x", filter="linear")), "a 1-D Texture reads with tex1Dfetch"),
         (_launch(Texture("m", dims=2, filter="cubic")), "filter='cubic'"),
         (_launch(Texture("d")), "a Texture over 'd' of float64"),
+        (_launch(Texture("odd", dims=2)), "its rows are 28 bytes, not a multiple of the"),
     ],
 )
 def test_a_launch_no_gpu_could_take_is_named(launch, said):

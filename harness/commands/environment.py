@@ -43,6 +43,11 @@ class Unusable(Exception):
 def matrix_and_targets(path: Path, names: list[str]) -> tuple[Matrix, list[Target]]:
     """The matrix, and the targets named (every one when none is); Unusable naming the file
     and line when the matrix cannot be used."""
+    if not Path(path).exists():
+        raise Unusable(
+            f"{path}: no such file: a project of cuda-matrix has a matrix.yaml in the folder it "
+            "runs in or one above it (README: Install the package), or names one with --matrix"
+        )
     try:
         matrix = load_matrix(path)
         return matrix, [matrix.target(n) for n in names] or list(matrix.targets.values())

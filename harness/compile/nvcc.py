@@ -411,7 +411,9 @@ class Compiler:
         resources = _readable(resources, symbols)
         log = bounded(log, LOG_CHARS)
         # as the cell and the cache show it: the kernel's source, the kept files' names
-        renames = {str(scratch): str(binary), str(unit): str(kernel.source)}
+        renames = {str(scratch): str(binary)}
+        if unit is not None:
+            renames[str(unit)] = str(kernel.source)
         for index, step in enumerate(steps[:-1]):
             renames[str(step.output)] = str(_unit_file(binary, index))
         shown = tuple(

@@ -147,36 +147,36 @@ class Declared:
             raise ValueError(f"not a spec's declaration: {type(error).__name__}: {error}") from None
 
 
-def _entries_from(record: Any) -> tuple[str, ...]:
-    entries = tuple(_str(name) for name in _list(record))
-    for name in entries:
-        if why := entry_problem(name):
+def _strings(record: Any, problem: Callable[[str], str | None]) -> tuple[str, ...]:
+    """A list of strings from a spec's process, each one `problem` finds none in."""
+    values = tuple(_str(value) for value in _list(record))
+    for value in values:
+        if why := problem(value):
             raise ValueError(why)
-    return entries
+    return values
+
+
+def _entries_from(record: Any) -> tuple[str, ...]:
+    return _strings(record, entry_problem)
 
 
 def _defines_from(record: Any) -> tuple[str, ...]:
-    defines = tuple(_str(flag) for flag in _list(record))
-    for flag in defines:
-        if not flag.startswith("-D") or flag_problem(flag):
-            raise ValueError(f"case define {flag!r} refused")
-    return defines
+    def problem(flag: str) -> str | None:
+        refused = not flag.startswith("-D") or flag_problem(flag)
+        return f"case define {flag!r} refused" if refused else None
+
+    return _strings(record, problem)
 
 
 def _sources_from(record: Any) -> tuple[str, ...]:
-    sources = tuple(_str(name) for name in _list(record))
-    for name in sources:
-        if why := source_problem(name):
-            raise ValueError(why)
-    return sources
+    return _strings(record, source_problem)
 
 
 def _libraries_from(record: Any) -> tuple[str, ...]:
-    libraries = tuple(_str(name) for name in _list(record))
-    for name in libraries:
-        if name not in LIBRARIES:
-            raise ValueError(f"library {name!r} is not one of {LIBRARIES}")
-    return libraries
+    return _strings(
+        record,
+        lambda name: None if name in LIBRARIES else f"library {name!r} is not one of {LIBRARIES}",
+    )
 
 
 def _build_from(record: Any) -> tuple[str, ...]:

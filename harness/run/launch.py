@@ -344,7 +344,8 @@ class Workspace:
         """The texture object `texture` asks for, made once per workspace."""
         if texture in self._textures:
             return self._textures[texture]
-        if why := texture_problem(texture, self.problem.inputs):
+        pitch_alignment = self.device.properties.texture_pitch_alignment
+        if why := texture_problem(texture, self.problem.inputs, pitch_alignment):
             raise Unlaunchable(why)
         array = self.problem.inputs[texture.name]
         buffer = self.buffers[texture.name]
@@ -355,13 +356,7 @@ class Workspace:
             options = None
         else:
             rows, cols = array.shape
-            pitch = cols * array.dtype.itemsize
-            align = self.device.properties.texture_pitch_alignment
-            if pitch % align:
-                raise Unlaunchable(
-                    f"a 2-D Texture over {texture.name!r}: its rows are {pitch} bytes, not a "
-                    f"multiple of the device's texture pitch alignment ({align} bytes)"
-                )
+            pitch = cols * array.dtype.itemsize  # a multiple of the alignment: checked above
             resource = ResourceDescriptor.from_pitch2d(
                 buffer,
                 format=array.dtype,

@@ -128,9 +128,11 @@ def struct_problem(struct: object, buffers: Mapping[str, np.ndarray]) -> str | N
     return None
 
 
-def texture_problem(texture: Texture, inputs: Mapping[str, np.ndarray]) -> str | None:
-    """Why a texture object cannot be made as `texture` asks over `inputs`; None when it can
-    (the device's pitch alignment is checked where the device is known)."""
+def texture_problem(
+    texture: Texture, inputs: Mapping[str, np.ndarray], pitch_alignment: int
+) -> str | None:
+    """Why a texture object cannot be made as `texture` asks over `inputs` on a device whose
+    texture pitch alignment is `pitch_alignment` bytes; None when it can."""
     if texture.name not in inputs:
         return f"a Texture over {texture.name!r}, which is not an input ({sorted(inputs)})"
     array = inputs[texture.name]
@@ -154,6 +156,12 @@ def texture_problem(texture: Texture, inputs: Mapping[str, np.ndarray]) -> str |
         )
     if array.size == 0:
         return f"a Texture over {texture.name!r}, which is empty"
+    pitch = array.shape[-1] * array.dtype.itemsize
+    if texture.dims == 2 and pitch % pitch_alignment:
+        return (
+            f"a 2-D Texture over {texture.name!r}: its rows are {pitch} bytes, not a multiple "
+            f"of the device's texture pitch alignment ({pitch_alignment} bytes)"
+        )
     return None
 
 

@@ -61,6 +61,7 @@ class StandIn:
     registers_per_sm: int = 65536
     threads_per_sm: int = 2048
     blocks_per_sm: int = 32
+    texture_pitch_bytes: int = 32  # CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT
 
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -247,7 +248,7 @@ def _launch_finding(
     if shmem > device.smem_optin_bytes:
         return f"{shmem} bytes of dynamic shared memory, beyond {device.smem_optin_bytes}"
     for position, arg in enumerate(launch.args):
-        if why := _argument_finding(arg, buffers, inputs):
+        if why := _argument_finding(arg, buffers, inputs, device):
             return f"argument {position}: {why}"
     kinds = {type(arg) for arg in launch.args}
     if Struct in kinds and TensorMap in kinds:
@@ -259,7 +260,10 @@ def _launch_finding(
 
 
 def _argument_finding(
-    arg: object, buffers: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
+    arg: object,
+    buffers: Mapping[str, np.ndarray],
+    inputs: Mapping[str, np.ndarray],
+    device: StandIn,
 ) -> str | None:
     if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
         return f"names buffer {arg.name!r}, which the problem does not have ({sorted(buffers)})"
@@ -276,7 +280,7 @@ def _argument_finding(
     if isinstance(arg, Struct):
         return struct_problem(arg, buffers)
     if isinstance(arg, Texture):
-        return texture_problem(arg, inputs)
+        return texture_problem(arg, inputs, device.texture_pitch_bytes)
     return f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture"
 
 
