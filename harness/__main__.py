@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     test.add_argument(
         "--times",
         type=Path,
-        help="what balances the shards: a report's JSON, or seconds by chapter.kernel[::case]",
+        action="append",
+        help="what balances the shards (repeatable: the median of them): a report's JSON, a "
+        "history database (its last runs of the target), or seconds by chapter.kernel[::case]",
     )
     sanitize = commands.add_parser(
         "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"

@@ -27,6 +27,17 @@ DOCKERFILE = Path("docker") / "Dockerfile"
 CONTEXT_FILES = (DOCKERFILE, Path("docker") / "entrypoint.sh", Path("requirements.txt"))
 CONTAINER_SOURCE = "/src"
 CONTAINER_OUT = "/out"
+# The harness that runs in the container: the one on the host, mounted, never baked in, so the
+# image holds the toolchain alone and a project runs the cuda-matrix it pinned.
+PACKAGE = Path(__file__).resolve().parent
+CONTAINER_HARNESS = "/opt/cuda-matrix"
+
+
+def build_files() -> Path:
+    """Where the images' build files (CONTEXT_FILES) are: this checkout, or the copy a wheel of
+    cuda-matrix carries inside its package (setup.py puts it there)."""
+    checkout = PACKAGE.parent
+    return checkout if (checkout / DOCKERFILE).is_file() else PACKAGE / "image"
 
 
 class ImageError(Exception):
@@ -38,6 +49,7 @@ class Image:
     target: Target
     tag: str  # <target.image>:<content hash>
     build_args: dict[str, str]
+    files: Path  # where CONTEXT_FILES are
 
     @property
     def labels(self) -> dict[str, str]:
@@ -62,7 +74,9 @@ def _extra_ca() -> bytes:
     return b""
 
 
-def image_for(target: Target, root: Path) -> Image:
+def image_for(target: Target, files: Path | None = None) -> Image:
+    """The target's image, from the build files in `files` (default: build_files())."""
+    files = files or build_files()
     build_args = {
         "BASE_IMAGE": target.toolkit.base_image,
         "TOOLKIT_WHEELS": " ".join(target.toolkit.wheels),
@@ -71,10 +85,10 @@ def image_for(target: Target, root: Path) -> Image:
     }
     digest = hashlib.sha256()
     for relative in CONTEXT_FILES:
-        digest.update(str(relative).encode() + b"\0" + (root / relative).read_bytes() + b"\0")
+        digest.update(str(relative).encode() + b"\0" + (files / relative).read_bytes() + b"\0")
     for key, value in sorted(build_args.items()):
         digest.update(f"{key}={value}\0".encode())
-    return Image(target, f"{target.image}:{digest.hexdigest()[:16]}", build_args)
+    return Image(target, f"{target.image}:{digest.hexdigest()[:16]}", build_args, files)
 
 
 def engine_problem() -> str | None:
@@ -102,7 +116,7 @@ def exists(tag: str) -> bool:
     return result.returncode == 0
 
 
-def build(image: Image, root: Path, show: TextIO | None = None) -> bool:
+def build(image: Image, show: TextIO | None = None) -> bool:
     """Build unless an image with this content tag exists; True when it built. docker's output
     goes to `show` (stdout by default) as it comes; a failed build names its cause."""
     if exists(image.tag):
@@ -110,7 +124,7 @@ def build(image: Image, root: Path, show: TextIO | None = None) -> bool:
     show = show or sys.stdout
     with tempfile.TemporaryDirectory() as context:
         for relative in CONTEXT_FILES:
-            shutil.copy(root / relative, Path(context) / relative.name)
+            shutil.copy(image.files / relative, Path(context) / relative.name)
         (Path(context) / "extra-ca.crt").write_bytes(_extra_ca())
         dockerfile = str(Path(context) / DOCKERFILE.name)
         command = ["docker", "build", "--tag", image.tag, "--file", dockerfile]
@@ -175,6 +189,7 @@ class Mounts:
     reports: Path
     cache: Path
     owner: tuple[int, int]  # the invoker's uid and gid
+    harness: Path = PACKAGE  # the harness package the container runs
 
     @classmethod
     def for_project(cls, root: Path) -> Mounts:
@@ -214,9 +229,9 @@ def _chown_tree(folders: tuple[Path, ...], owner: tuple[int, int]) -> None:
 
 
 def container_flags(mounts: Mounts, gpu: bool, limits: ContainerLimits) -> list[str]:
-    """`docker run` and its flags: sources read-only, no network, reports and cache writable,
-    and nothing else: no capabilities, no privilege gained through setuid, a read-only root
-    filesystem (scratch in a /tmp of memory), and bounded processes and memory."""
+    """`docker run` and its flags: sources and the harness read-only, no network, reports and
+    cache writable, and nothing else: no capabilities, no privilege gained through setuid, a
+    read-only root filesystem (scratch in a /tmp of memory), and bounded processes and memory."""
     flags = [
         "docker",
         "run",
@@ -242,6 +257,8 @@ def container_flags(mounts: Mounts, gpu: bool, limits: ContainerLimits) -> list[
         limits.memory,
         "--volume",
         f"{mounts.source}:{CONTAINER_SOURCE}:ro",
+        "--volume",
+        f"{mounts.harness}:{CONTAINER_HARNESS}/harness:ro",
         "--volume",
         f"{mounts.reports}:{CONTAINER_OUT}/reports",
         "--volume",

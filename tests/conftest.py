@@ -1,14 +1,16 @@
 """Shared fixtures: the real matrix, the planted-kernel tree, the compile cache, the book's list of
-chapter kernels, and whether a GPU is here."""
+chapter kernels, and whether a GPU and a docker engine are here."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness import images
 from harness.compile.toolchain import find_toolchain
 from harness.model.matrix import load_matrix
 from harness.run.device import DeviceInfo, DeviceMissing, probe
@@ -20,6 +22,12 @@ FAULTS = Path(__file__).resolve().parent / "fixtures" / "faults"  # kernels that
 # A chapter kernel changed to do 5 % more work, under the chapter kernel's name: for verdicts.
 SLOWDOWN = Path(__file__).resolve().parent / "fixtures" / "slowdown"
 CORPUS = yaml.safe_load((ROOT / "kernels" / "KERNELS.yaml").read_text())  # classname -> facts
+
+# The container tests are skipped only where no engine answers; CI starts one (.ci/run).
+ENGINE = images.engine_problem()
+if ENGINE and os.environ.get("MATRIX_REQUIRE_DOCKER"):  # CI: an engine must be there
+    raise RuntimeError(f"MATRIX_REQUIRE_DOCKER is set, but {ENGINE}")
+needs_docker = pytest.mark.skipif(ENGINE is not None, reason=f"no-docker: {ENGINE}")
 
 
 @pytest.fixture(scope="session")

@@ -94,10 +94,10 @@ def test_xml_is_valid_and_keeps_every_cell(tmp_path):
     ) == ("4", "1", "1", "1")
     cases = suite.findall("testcase")
     assert [(c.get("classname"), c.get("name")) for c in cases] == [
-        ("ch.k", "compile[sm_90a]"),
-        ("ch.k", "big[sm_90a]"),
-        ("ch.k", "edge[sm_90a]"),
-        ("ch.bad", "spec[sm_90a]"),
+        ("ch.k", "k::compile[sm_90a]"),
+        ("ch.k", "k::big[sm_90a]"),
+        ("ch.k", "k::edge[sm_90a]"),
+        ("ch.bad", "bad::spec[sm_90a]"),
     ]
     skip = cases[1].find("skipped")
     assert skip.get("type") == "no-device" and skip.get("message").startswith("no-device: ")
@@ -348,7 +348,8 @@ def test_a_character_xml_cannot_hold_is_escaped_wherever_a_kernel_or_spec_put_it
     escaped = ascii(control)[1:-1]
     case = document.getroot()[0].findall("testcase")[0]
     assert (
-        case.get("name") == f"case{escaped}[sm_90a]" and case.get("classname") == f"ch{escaped}.k"
+        case.get("name") == f"k::case{escaped}[sm_90a]"
+        and case.get("classname") == f"ch{escaped}.k"
     )
     assert case.find("failure").get("message") == f"spec raised {escaped}[31m"
     assert case.find("system-out").text == f"nvcc: warning {escaped}"
@@ -469,4 +470,18 @@ def test_junit2html_shows_each_skip_s_reason_and_the_target(cpu_run, tmp_path):
     message = JUnitXml.fromfile(str(cpu_run))
     reasons = {r.message for s in message for c in s for r in c.result if isinstance(r, Skipped)}
     assert reasons and all(html_escape(reason) in html for reason in reasons)
-    assert "n1000[sm_90a]" in html and "compile[sm_90a]" in html
+    assert "add_one::n1000[sm_90a]" in html and "add_one::compile[sm_90a]" in html
+
+
+def test_a_reader_that_shows_names_alone_still_tells_every_cell_apart(cpu_run, tmp_path):
+    """xunit-viewer's console lists testcase names without their classname: across kernels
+    and targets no two of them may read the same, and each says its kernel and target."""
+    written = [cpu_run]
+    for kept in sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml")):
+        written.append(tmp_path / kept.name)  # the kept H200 reports, as this harness writes
+        written[-1].write_text(junit.render([read_report(kept)]))
+    names = [
+        case.name for path in written for suite in JUnitXml.fromfile(str(path)) for case in suite
+    ]
+    assert len(names) == len(set(names)) > 400
+    assert "tcgen05_gemm::compile[sm_100a]" in names

@@ -1,4 +1,5 @@
-"""The noxfile: one test and one sanitize session per matrix target, each described."""
+"""The noxfile: the sessions of harness/sessions.py, a test, sanitize, A/B and image build per
+matrix target, each described; and this repository's own tests and lint."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import sys
 
 import pytest
 
+from harness import sessions
 from tests.conftest import ROOT
 
-KINDS = ("test", "sanitize", "ab")
+KINDS = ("test", "sanitize", "ab", "build")
 
 
 def test_sessions_follow_the_matrix(matrix):
     per_target = [f"{kind}-{t.session}" for t in matrix.targets.values() for kind in KINDS]
-    expected = [*per_target, "compile", "check", "tests", "lint"]
+    expected = [*per_target, "compile", "check", "report", "base-image", "gha-matrix"]
+    expected += ["tests", "lint"]
     listed = subprocess.run(
         [sys.executable, "-m", "nox", "-l", "--json", "-s", *expected],
         capture_output=True,
@@ -23,27 +26,15 @@ def test_sessions_follow_the_matrix(matrix):
         cwd=ROOT,
     )
     assert listed.returncode == 0, listed.stderr  # nox fails on a session it does not know
-    sessions = {s["session"]: s for s in json.loads(listed.stdout)}
-    assert set(sessions) == set(expected)
+    described = {s["session"]: s["description"] for s in json.loads(listed.stdout)}
+    assert set(described) == set(expected)
     for target in matrix.targets.values():
         for kind in KINDS:
-            assert target.name in sessions[f"{kind}-{target.session}"]["description"]
-        assert (
-            "in the image or on the host" in sessions[f"sanitize-{target.session}"]["description"]
-        )
+            assert target.name in described[f"{kind}-{target.session}"]
+        for kind in ("test", "sanitize"):
+            assert "in the image or on the host" in described[f"{kind}-{target.session}"]
     for name in ("compile", "check", "tests", "lint"):
-        assert sessions[name]["description"]
-
-
-@pytest.fixture(scope="module")
-def noxfile():
-    """The noxfile as a module, loaded once: loading registers its sessions with nox."""
-    import importlib.util
-
-    loader = importlib.util.spec_from_file_location("matrix_noxfile", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    return module
+        assert described[name]
 
 
 class _Session:
@@ -54,13 +45,13 @@ class _Session:
         self.said.append(line)
 
 
-def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host(noxfile):
+def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
     session = _Session()
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout.strip()
 
-    args = noxfile._base_tree_args(session, ["--base", "HEAD", "-k", "scale_bias"])
+    args = sessions.base_tree_args(session, ROOT, ["--base", "HEAD", "-k", "scale_bias"])
 
     assert args == [
         "-k",
@@ -74,9 +65,9 @@ def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host(noxfile)
     assert (written / "spec.py").is_file()  # where the container's /src/.cache/ab/<sha> is
 
 
-def test_ab_in_a_container_with_a_base_that_names_no_commit_says_so(noxfile):
+def test_ab_in_a_container_with_a_base_that_names_no_commit_says_so():
     session = _Session()
-    args = noxfile._base_tree_args(session, ["--base", "no-such-ref-anywhere"])
+    args = sessions.base_tree_args(session, ROOT, ["--base", "no-such-ref-anywhere"])
     assert args[args.index("--base-commit") + 1] == "no-such-ref-anywhere"
     assert "every kernel is judged NEW" in session.said[0]
 

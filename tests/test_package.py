@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from harness import images
+from harness.model.matrix import load_matrix
+from tests.conftest import ROOT, needs_docker
 
 CONSUMER = ROOT / "tests" / "fixtures" / "consumer"
 
@@ -83,28 +85,24 @@ def test_a_project_s_noxfile_gets_the_sessions_from_the_package(installed, toolc
     shutil.copytree(CONSUMER, project)
     every = [
         "test-sm80", "test-sm90", "ab-sm80", "ab-sm90", "sanitize-sm80", "sanitize-sm90",
-        "compile", "check", "report", "gha-matrix",
+        "build-sm80", "build-sm90", "compile", "check", "report", "base-image", "gha-matrix",
     ]  # fmt: skip
     listed = _in(installed, project, toolchain, "nox", "-l", "--json", "-s", *every)
     assert listed.returncode == 0, listed.stderr  # nox fails on a session it does not know
     assert {s["session"] for s in json.loads(listed.stdout)} == set(every)
     default = _in(installed, project, toolchain, "nox", "-l", "--json")
-    # a bare `nox` runs neither the A/B (it needs -- --base) nor the workflow's planner
+    # a bare `nox` runs neither the A/B (it needs -- --base), nor docker's builds, nor the
+    # workflow's planner
     assert {s["session"] for s in json.loads(default.stdout)} == set(every) - {
-        "ab-sm80",
-        "ab-sm90",
-        "gha-matrix",
-    }
-    # as the reusable workflow runs it where a project has no images of its own
+        "ab-sm80", "ab-sm90", "build-sm80", "build-sm90", "base-image", "gha-matrix",
+    }  # fmt: skip
+    # as the reusable workflow runs it where a project has no images (containers: false)
     ran = _in(
         installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
         "--backend", "host", "--kernels", "kernels",
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (project / "reports" / "junit-sm_90a.xml").is_file()
-    refused = _in(installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
-                  "--backend", "docker")  # fmt: skip
-    assert refused.returncode != 0 and "containers: false" in refused.stdout + refused.stderr
     planned = _in(installed, project, toolchain, "nox", "-s", "gha-matrix")
     jobs = json.loads(planned.stdout)["include"]
     assert [(job["target"], job["report"]) for job in jobs] == [
@@ -121,3 +119,47 @@ def test_a_folder_with_no_matrix_is_told_what_a_project_needs(installed, toolcha
         in (done.stderr)
     )
     assert not (tmp_path / "reports").exists()  # nothing written where nothing could run
+
+
+def test_a_host_session_installs_the_cuda_matrix_that_nox_runs(installed, toolchain, tmp_path):
+    """Not a package of that name from an index: the wheel it was installed from."""
+    said = _in(
+        installed, tmp_path, toolchain, "python", "-c",
+        "from harness.sessions import installed_requirement; print(installed_requirement())",
+    )  # fmt: skip
+    requirement = said.stdout.strip()
+    assert requirement.startswith("cuda-matrix @ file://"), said.stdout + said.stderr
+    assert requirement.endswith(".whl")
+
+
+def test_the_wheel_carries_the_images_build_files(installed):
+    (package,) = installed.glob("lib/python*/site-packages/harness")
+    for relative in images.CONTEXT_FILES:
+        assert (package / "image" / relative).read_bytes() == (ROOT / relative).read_bytes()
+
+
+@needs_docker
+def test_a_project_s_test_session_runs_in_the_image_with_the_installed_harness(
+    installed, toolchain, tmp_path
+):
+    """`nox -s test-sm90` with an engine: the image built from the wheel's own build files (the
+    same tag as this repository's), the project and the installed harness mounted, and the same
+    cells as on the host."""
+    project = tmp_path / "project"
+    shutil.copytree(CONSUMER, project)
+    ran = _in(
+        installed, project, toolchain, "nox", "--no-venv", "-s", "test-sm90", "--",
+        "--backend", "docker",
+    )  # fmt: skip
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0, said[-3000:]
+    matrix = load_matrix(project / "matrix.yaml")
+    assert f"running in {images.image_for(matrix.targets['sm_90a'], ROOT).tag}" in said, said
+    report = json.loads((project / "reports" / "junit-sm_90a.json").read_text())
+    outcomes = {(c["kernel"], c["case"]): (c["outcome"], c["skip_reason"]) for c in report["cells"]}
+    assert outcomes == {
+        ("scale", "compile"): ("passed", None),
+        ("scale", "n1000000"): ("skipped", "no-device"),
+        ("scale", "n1"): ("skipped", "no-device"),
+    }
+    assert report["sources"] == {"demo.scale": "kernels/demo/scale/scale.cu"}

@@ -433,11 +433,16 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
     SCHEMA.assertValid(document)
     assert result.files.xml.name == "sanitize-sm_90a.xml"
     cases = {case.get("name"): case for case in document.iter("testcase")}
-    failure = cases["n1[sm_90a]:memcheck"].find("failure")
+    failure = cases["add_one::n1[sm_90a]:memcheck"].find("failure")
     assert failure.get("message").startswith("memcheck: 1024 errors")
-    assert "Invalid __global__ write" in cases["n1[sm_90a]:memcheck"].find("system-out").text
-    assert cases["n1[sm_90a]:racecheck"].find("failure") is None
-    shown = {p.get("name"): p.get("value") for p in cases["n1[sm_90a]:memcheck"].iter("property")}
+    assert (
+        "Invalid __global__ write" in cases["add_one::n1[sm_90a]:memcheck"].find("system-out").text
+    )
+    assert cases["add_one::n1[sm_90a]:racecheck"].find("failure") is None
+    shown = {
+        p.get("name"): p.get("value")
+        for p in cases["add_one::n1[sm_90a]:memcheck"].iter("property")
+    }
     assert (shown["tool"], shown["errors"], shown["case_outcome"]) == ("memcheck", "1024", "failed")
     assert (shown["exit_status"], shown["binary"], shown["seed"]) == ("86", "sass", "1")
     sidecar = json.loads(result.files.json.read_text())

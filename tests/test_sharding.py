@@ -13,10 +13,17 @@ from collections import Counter
 
 import pytest
 
-from harness.commands.sharding import ShardError, ShardRequest, times_of
+from harness.commands.sharding import (
+    HISTORY_RUNS,
+    ShardError,
+    ShardRequest,
+    default_sources,
+    times_of,
+)
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.model.result import Unavailable
+from harness.report.history import History
 from harness.report.merge import load_reports, read_report, shard_problems
 from tests.conftest import ROOT
 
@@ -35,7 +42,7 @@ def four_shards(matrix, toolchain, compile_cache, tmp_path_factory):
             reports,
             compile_cache,
             runner="box",
-            shard=ShardRequest(index, 4, KEPT),
+            shard=ShardRequest(index, 4, (KEPT,)),
         )
         run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
     return reports
@@ -51,7 +58,7 @@ def test_four_shards_hold_every_cell_of_the_target_once_and_are_balanced(four_sh
     expected = {(f"{c['chapter']}.{c['kernel']}", f"{c['case']}[sm_90a]") for c in whole}
     assert set(keys) == expected and set(keys.values()) == {1}
     assert {cell.column for cell in merged.cells} == {"sm_90a@box"}
-    times = times_of(KEPT)
+    times = times_of([KEPT], "sm_90a").seconds
     loads = [
         sum(times.get(f"{cell.classname}::{cell.case}", 0.0) for cell in report.cells)
         for report in merged.reports
@@ -116,14 +123,55 @@ def test_a_shard_that_is_no_i_of_n_is_refused(text):
 def test_times_come_from_a_report_or_an_object_of_seconds_and_nothing_else(tmp_path):
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps({"ch.k": 2.5, "ch.k2::n1": 1}))
-    assert times_of(flat) == {"ch.k": 2.5, "ch.k2::n1": 1.0}
-    assert times_of(KEPT)[PASSED_CASE] > 0
+    assert times_of([flat], "sm_90a").seconds == {"ch.k": 2.5, "ch.k2::n1": 1.0}
+    assert times_of([KEPT], "sm_90a").seconds[PASSED_CASE] > 0
+    assert times_of([], "sm_90a").said == "case sizes"
     listed = tmp_path / "list.json"
     listed.write_text("[1, 2]")
-    with pytest.raises(ShardError, match=r"list.json: neither a report's JSON nor an object"):
-        times_of(listed)
-    with pytest.raises(ShardError, match=r"missing.json: cannot be read as JSON"):
-        times_of(tmp_path / "missing.json")
+    with pytest.raises(ShardError, match=r"list.json: neither a report's JSON, a history"):
+        times_of([listed], "sm_90a")
+    with pytest.raises(ShardError, match=r"missing.json: cannot be read \(No such file"):
+        times_of([tmp_path / "missing.json"], "sm_90a")
+
+
+def test_a_case_weighs_the_median_of_its_runs_not_one_run_s_outlier(tmp_path):
+    """One run's host work under a whole target's contention was 4x a kernel's usual on an
+    H200 (cluster_reduce: 9.0 s against 2.3 and 2.2): the median of three runs is not moved."""
+    runs = []
+    for index, seconds in enumerate((2.3, 9.0, 2.2)):
+        runs.append(tmp_path / f"run{index}.json")
+        runs[-1].write_text(json.dumps({"ch.cluster_reduce": seconds, f"ch.only{index}": 1.0}))
+    times = times_of(runs, "sm_90a")
+    assert times.seconds["ch.cluster_reduce"] == 2.3
+    assert times.seconds["ch.only1"] == 1.0  # a key one run has is that run's
+    assert times.said.startswith("median of 3 runs: ")
+
+
+FLEET = sorted((ROOT / "docs" / "reports" / "h200" / "fleet").glob("GPU-*/junit-sm_90a.xml"))
+
+
+def test_a_history_weighs_by_the_median_of_its_last_runs_of_the_target(tmp_path):
+    """A history (the aggregate's, handed to every shard) is read without a change: each of its
+    newest runs of the target is a run, as its report would be."""
+    history_path = tmp_path / "history.sqlite"
+    history = History(history_path)
+    for index, path in enumerate(FLEET):
+        history.record(load_reports([path], ["sm_90a"]), f"{index:040x}")
+    history.close()
+    before = history_path.read_bytes()
+    from_history = times_of([history_path], "sm_90a")
+    newest = [path.with_suffix(".json") for path in FLEET[-HISTORY_RUNS:]]
+    assert len(FLEET) > HISTORY_RUNS  # the older runs weigh nothing
+    assert from_history.seconds == times_of(newest, "sm_90a").seconds
+    assert from_history.said == f"median of {HISTORY_RUNS} runs: {history_path}"
+    assert history_path.read_bytes() == before
+    assert times_of([history_path], "sm_80").said == "case sizes"  # it keeps no sm_80 run
+    # in the reports folder, the history weighs before the last report
+    shutil.copy(KEPT, tmp_path / "junit-sm_90a.json")
+    assert default_sources(tmp_path, "sm_90a") == (history_path,)
+    assert default_sources(tmp_path, "sm_80") == ()
+    history_path.unlink()
+    assert default_sources(tmp_path, "sm_90a") == (tmp_path / "junit-sm_90a.json",)
 
 
 def test_times_without_a_shard_are_refused_naming_both(tmp_path):

@@ -26,17 +26,19 @@ H100 = STAND_INS[9]
 
 
 def _cases(xml) -> dict[str, tuple[str, str]]:
-    """Each testcase by name: its outcome and message, as a JUnit reader sees them."""
+    """Each testcase by its chapter and name (`planted.add_one::n1[sm_90a]`): its outcome and
+    message, as a JUnit reader sees them."""
     found = {}
     for suite in JUnitXml.fromfile(str(xml)):
         for case in suite:
             results = {type(r): r for r in case.result}
+            named = f"{case.classname.split('.')[0]}.{case.name}"
             if Error in results:
-                found[f"{case.classname}::{case.name}"] = ("error", results[Error].message)
+                found[named] = ("error", results[Error].message)
             elif Skipped in results:
-                found[f"{case.classname}::{case.name}"] = ("skipped", results[Skipped].message)
+                found[named] = ("skipped", results[Skipped].message)
             else:
-                found[f"{case.classname}::{case.name}"] = ("passed", "")
+                found[named] = ("passed", "")
     return found
 
 

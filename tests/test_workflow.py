@@ -307,6 +307,32 @@ def test_each_test_job_runs_the_a_b_on_its_own_gpu_against_the_base_commit():
     assert upload["with"]["name"] == "${{ matrix.artifact }}"  # a shard's upload is its own
 
 
+def test_every_shard_of_a_run_weighs_the_kernels_by_the_same_history():
+    """The plan restores main's newest history once and hands it to every shard as one
+    artifact: shards that read the cache themselves could each find another one."""
+    plan = _workflow()["jobs"]["plan"]
+    (restore,) = [s for s in plan["steps"] if s.get("id") == "history"]
+    assert "actions/cache/restore@" in restore["uses"]
+    assert restore["with"]["restore-keys"] == "matrix-history-"
+    (handed,) = [s for s in plan["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert handed["with"] == {
+        "name": "shard-times",
+        "path": "history/history.sqlite",
+        "retention-days": 1,
+    }
+    assert plan["outputs"]["history"] == "${{ steps.history.outputs.cache-matched-key != '' }}"
+    steps = _workflow()["jobs"]["test"]["steps"]
+    (fetched,) = [s for s in steps if s.get("with", {}).get("name") == "shard-times"]
+    assert fetched["if"] == "matrix.shard && needs.plan.outputs.history == 'true'"
+    (tested,) = [s for s in steps if s.get("id") == "test"]
+    assert tested["env"]["TIMES"] == (
+        "${{ matrix.shard && needs.plan.outputs.history == 'true' && "
+        "'shard-times/history.sqlite' || '' }}"
+    )
+    assert f"{fetched['with']['path']}/history.sqlite" in tested["env"]["TIMES"]
+    assert '${TIMES:+--times "${TIMES}"}' in tested["run"]
+
+
 def test_the_a_b_step_resolves_the_base_as_actions_would(tmp_path):
     """Its first line, run in a checkout of two commits: the parent for a push, and the commit
     it was dispatched from (as Actions fills DISPATCHED_FROM) for a dispatch."""
@@ -336,7 +362,7 @@ CONSUMER_CALLER = ROOT / "tests" / "fixtures" / "consumer" / ".github" / "workfl
 def test_every_caller_passes_only_inputs_the_reusable_workflow_declares_of_their_types():
     """This repository's own workflow and a kernel repository's (the fixture consumer's): each
     calls the reusable workflow, pinned (a commit, or this repository's own), with inputs it
-    declares; the kernel repository's runs on the host, with no images of its own."""
+    declares."""
     declared = _workflow()[True]["workflow_call"]["inputs"]
     assert {"ref", "kernels", "max-slowdown-pct", "containers", "nox-requirements"} <= set(declared)
     assert _workflow()["permissions"] == {}
@@ -352,8 +378,8 @@ def test_every_caller_passes_only_inputs_the_reusable_workflow_declares_of_their
                 assert isinstance(value, kinds[declared[name]["type"]]), (path, name)
     assert _caller()["jobs"]["matrix"]["uses"] == "$/.github/workflows/cuda-matrix.yml"
     consumer = yaml.safe_load(CONSUMER_CALLER.read_text())["jobs"]["matrix"]
-    assert consumer["with"]["containers"] is False
-    # a caller's images are skipped, and its GPU jobs still run (on the host)
+    assert consumer["with"]["containers"] is True  # its images, from the package's build files
+    # a caller without images skips their builds, and its GPU jobs still run (on the host)
     jobs = _workflow()["jobs"]
     assert jobs["build"]["if"] == "inputs.containers"
     assert "needs.build.result == 'skipped'" in jobs["test"]["if"]

@@ -113,4 +113,4 @@ def _shard(args: argparse.Namespace) -> ShardRequest | None:
         if times is not None:
             raise Unusable("--times balances shards: it needs --shard i/N")
         return None
-    return ShardRequest.parse(text, times)
+    return ShardRequest.parse(text, tuple(times or ()))

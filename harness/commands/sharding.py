@@ -1,12 +1,14 @@
 """`test --shard i/N`: a target's kernels split across N runs (GPU jobs), each kernel whole in
 one of them (its compile cells and cases share its build and worker), balanced by expected time.
 
-Every shard plans all N alone, so every shard must weigh the kernels alike: by the times of a
-report given with `--times` (a report's JSON of an earlier run, or a JSON object of seconds by
-`chapter.kernel` or `chapter.kernel::case`), else of this target's last full report in the
-reports folder, else by each case's size (its spec's work()). Each shard's report records the
-SHA-256 of the whole plan, and `report` names shards of one run that planned differently, a
-shard missing and a cell run twice.
+Every shard plans all N alone, so every shard must weigh the kernels alike: by the times of
+`--times` (reports' JSON, history databases, or JSON objects of seconds by `chapter.kernel` or
+`chapter.kernel::case`), else of this target's last runs in the reports folder's history, else
+of its last full report there, else by each case's size (its spec's work()). A case's time
+is the median over the runs that have it: one run's host work, measured while a whole target's
+cases contend for the host, is off by up to four times for a kernel, and a median of runs is
+not. Each shard's report records the SHA-256 of the whole plan, and `report` names shards of one
+run that planned differently, a shard missing and a cell run twice.
 """
 
 from __future__ import annotations
@@ -14,13 +16,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import statistics
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model.discovery import Kernel
 from harness.model.result import CellKind, Report, ReportError, Shard
+from harness.report.history import HistoryError, recent_reports
 from harness.run.schedule import estimate, shard
+
+# The runs of a history that weigh a case: the newest, so a kernel's times follow its code.
+HISTORY_RUNS = 5
+SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 class ShardError(ValueError):
@@ -33,45 +42,104 @@ class ShardRequest:
 
     index: int
     count: int
-    times: Path | None = None  # --times; None: the last full report, else case sizes
+    times: tuple[Path, ...] = ()  # --times; none: the reports folder's history or last report
 
     @classmethod
-    def parse(cls, text: str, times: Path | None = None) -> ShardRequest:
+    def parse(cls, text: str, times: tuple[Path, ...] = ()) -> ShardRequest:
         match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
         if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
             raise ShardError(f"--shard {text!r}: expected i/N with 1 <= i <= N, like 2/4")
         return cls(int(match.group(1)), int(match.group(2)), times)
 
 
-def times_of(path: Path) -> dict[str, float]:
-    """Seconds by `chapter.kernel` and by `chapter.kernel::case`, from a report's JSON or a
-    JSON object of them; ShardError naming the file when it is neither."""
+@dataclass(frozen=True)
+class Times:
+    """Seconds by `chapter.kernel` and by `chapter.kernel::case`, and what they are of."""
+
+    seconds: dict[str, float]
+    said: str  # "median of 3 runs: reports/history.sqlite", "case sizes"
+
+
+def times_of(paths: Sequence[Path], target: str) -> Times:
+    """For each kernel and case, the median of its times over the runs of `paths` that have it
+    (a report, a JSON object of seconds, or a history's last HISTORY_RUNS runs of `target`);
+    ShardError naming a file that is none of them."""
+    seen: dict[str, list[float]] = {}
+    runs = 0
+    for path in paths:
+        for run in _runs_of(path, target):
+            runs += 1
+            for key, seconds in run.items():
+                seen.setdefault(key, []).append(seconds)
+    if not runs:
+        return Times({}, "case sizes")
+    named = ", ".join(str(path) for path in paths)
+    said = f"median of {runs} runs: {named}" if runs > 1 else f"times of {named}"
+    return Times({key: statistics.median(values) for key, values in seen.items()}, said)
+
+
+def default_sources(reports: Path, target: str) -> tuple[Path, ...]:
+    """What weighs the shards where no --times is given: the history in `reports` where it
+    keeps runs of `target`, else the target's last full report there, else nothing."""
+    history = reports / "history.sqlite"
+    if history.is_file():
+        try:
+            if recent_reports(history, target, 1):
+                return (history,)
+        except HistoryError:
+            pass  # an unreadable history weighs nothing; the report folder's report may
+    last = reports / f"junit-{target}.json"
+    return (last,) if last.is_file() else ()
+
+
+def _runs_of(path: Path, target: str) -> list[dict[str, float]]:
+    try:
+        with path.open("rb") as opened:
+            is_history = opened.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError as error:
+        raise ShardError(f"--times {path}: cannot be read ({error.strerror})") from error
+    if is_history:
+        return _history_runs(path, target)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise ShardError(f"--times {path}: cannot be read as JSON ({error})") from error
     if isinstance(data, dict) and "cells" in data and "schema_version" in data:
-        try:
-            report = Report.from_json(data, path)
-        except ReportError as error:
-            raise ShardError(f"--times {path}: {error}") from error
-        # a case's turn on the GPU and its host work (setup, reference): a shard's machine
-        # does both, and balancing the turns alone left one shard of two 60 % longer on an H200
-        return {
-            f"{cell.classname}::{cell.case}": cell.seconds
-            + (cell.stages.setup_s + cell.stages.reference_s if cell.stages else 0.0)
-            for cell in report.cells
-            if cell.kind is CellKind.CASE
-        }
+        return [_case_times(data, path)]
     if isinstance(data, dict) and all(
         isinstance(key, str) and isinstance(value, int | float) and not isinstance(value, bool)
         for key, value in data.items()
     ):
-        return {key: float(value) for key, value in data.items()}
+        return [{key: float(value) for key, value in data.items()}]
     raise ShardError(
-        f"--times {path}: neither a report's JSON nor an object of seconds by "
-        '"chapter.kernel" or "chapter.kernel::case"'
+        f"--times {path}: neither a report's JSON, a history database, nor an object of seconds "
+        'by "chapter.kernel" or "chapter.kernel::case"'
     )
+
+
+def _case_times(data: object, path: Path) -> dict[str, float]:
+    """Each case's time in one report: its turn on the GPU and its host work (setup,
+    reference), since a shard's machine does both; the turns alone left one shard of two 60 %
+    longer on an H200."""
+    try:
+        report = Report.from_json(data, path)
+    except ReportError as error:
+        raise ShardError(f"--times {path}: {error}") from error
+    return {
+        f"{cell.classname}::{cell.case}": cell.seconds
+        + (cell.stages.setup_s + cell.stages.reference_s if cell.stages else 0.0)
+        for cell in report.cells
+        if cell.kind is CellKind.CASE
+    }
+
+
+def _history_runs(path: Path, target: str) -> list[dict[str, float]]:
+    """The case times of the newest HISTORY_RUNS runs of `target` that `path` keeps."""
+    try:
+        kept = recent_reports(path, target, HISTORY_RUNS)
+    except HistoryError as error:
+        raise ShardError(f"--times {error}") from error
+    return [_case_times(json.loads(zlib.decompress(report)), path) for report in kept]
 
 
 def weights_of(

@@ -509,14 +509,13 @@ def _sources(
 
 
 def _planned(options: RunOptions, loaded: list[Kernel], spec_cells: list[Cell]) -> sharding.Plan:
-    """The shard plan of every kernel found, weighed by --times, else by the target's last full
-    report, else by case sizes."""
+    """The shard plan of every kernel found, weighed by --times, else by the target's runs in
+    the reports folder (its history, else its last full report), else by case sizes."""
     assert options.shard is not None
     request = options.shard
-    last = options.reports_dir / f"junit-{options.target.name}.json"
-    source = request.times or (last if last.is_file() else None)
-    times = sharding.times_of(source) if source else {}
+    target = options.target.name
+    sources = request.times or sharding.default_sources(options.reports_dir, target)
+    times = sharding.times_of(sources, target)
     broken = sorted({cell.classname for cell in spec_cells})
-    weights = sharding.weights_of(loaded, broken, times)
-    said = f"times of {source}" if source else "case sizes"
-    return sharding.plan(request, weights, said)
+    weights = sharding.weights_of(loaded, broken, times.seconds)
+    return sharding.plan(request, weights, times.said)

@@ -347,7 +347,7 @@ class Cell:
         return f"{self.chapter}.{self.kernel}"
 
     @property
-    def name(self) -> str:  # JUnit's name: compile[sm_90a], n1[sm_90a], n1[sm_90a]:memcheck
+    def name(self) -> str:  # under its kernel: compile[sm_90a], n1[sm_90a], n1[sm_90a]:memcheck
         return f"{self.case}[{self.target}]" + (f":{self.tool}" if self.tool else "")
 
     @property

@@ -152,6 +152,26 @@ def open_history(path: Path) -> tuple[History, str | None]:
         return History(path), f"{error}; kept it as {kept} and started a fresh history"
 
 
+def recent_reports(path: Path, target: str, count: int) -> list[bytes]:
+    """The reports (compressed JSON, as kept) of the newest `count` runs of `target` in the
+    history at `path`, read only: a history given to be read is never changed or moved."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise HistoryError(f"{path}: cannot be opened ({error})") from error
+    try:
+        rows = db.execute(
+            "SELECT report FROM runs WHERE target = ? AND report IS NOT NULL "
+            "ORDER BY id DESC LIMIT ?",
+            (target, count),
+        ).fetchall()
+    except sqlite3.Error as error:
+        raise HistoryError(f"{path}: not a history this harness can read ({error})") from error
+    finally:
+        db.close()
+    return [row[0] for row in rows]
+
+
 def _kind_of(mode: int) -> str:
     for test, kind in (
         (stat.S_ISDIR, "a folder"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
@@ -186,10 +187,10 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
     ):
         return report, named, text
     in_xml = _xml_outcomes(xml_file)
-    # as the XML holds them: with the characters XML cannot hold escaped
-    in_json = {
-        (junit.xml_text(c.classname), junit.xml_text(c.name)): c.outcome for c in report.cells
-    }
+    in_json = _named_outcomes(report, junit.testcase_name)
+    if set(in_json) != set(in_xml):  # an XML written before its names led with the kernel
+        if set(earlier := _named_outcomes(report, lambda cell: cell.name)) == set(in_xml):
+            in_json = earlier
     if set(in_json) != set(in_xml) or len(report.cells) != len(in_xml):
         only_xml = sorted(set(in_xml) - set(in_json))[:3]
         only_json = sorted(set(in_json) - set(in_xml))[:3]
@@ -206,6 +207,12 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
             f"{in_xml[differ[0]].value} in XML"
         )
     return report, None, text
+
+
+def _named_outcomes(report: Report, name: Callable[[Cell], str]) -> dict[tuple[str, str], Outcome]:
+    """Each cell's outcome by (classname, name) as the XML holds them: named by `name`, with the
+    characters XML cannot hold escaped."""
+    return {(junit.xml_text(c.classname), junit.xml_text(name(c))): c.outcome for c in report.cells}
 
 
 def _sha256(path: Path) -> str | None:
