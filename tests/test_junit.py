@@ -125,7 +125,8 @@ def test_a_junit_reader_of_the_field_reads_what_the_harness_writes(tmp_path):
                 for case in suite
             }  # fmt: skip
             assert read == {
-                (c.classname, c.name): (c.outcome, round(c.seconds, 3)) for c in report.cells
+                (c.classname, junit.testcase_name(c)): (c.outcome, round(c.seconds, 3))
+                for c in report.cells
             }
             assert suite.time == pytest.approx(report.wall_s)
 
