@@ -147,7 +147,10 @@ def installed_requirement() -> str:
         found = metadata.distribution("cuda-matrix")
     except metadata.PackageNotFoundError:
         return "cuda-matrix"
-    recorded = json.loads(found.read_text("direct_url.json") or "null")
+    try:
+        recorded = json.loads(found.read_text("direct_url.json") or "null")
+    except ValueError:  # a record pip did not write: the version still names it
+        recorded = None
     if not isinstance(recorded, dict) or "url" not in recorded:
         return f"cuda-matrix=={found.version}"
     vcs = recorded.get("vcs_info")

@@ -82,3 +82,31 @@ def test_a_session_of_no_target_lists_the_targets(asked):
         done.stderr
     )
     assert "sm_90a (test-sm90), sm_100a (test-sm100)" in done.stderr
+
+
+class _Installed:
+    version = "0.1.0"
+
+    def __init__(self, record):
+        self.record = record
+
+    def read_text(self, name):
+        return self.record if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize(
+    ("record", "requirement"),
+    [
+        ('{"url": "https://github.com/o/cuda-matrix", "vcs_info": {"vcs": "git", '
+         '"commit_id": "abc"}}', "cuda-matrix @ git+https://github.com/o/cuda-matrix@abc"),
+        ('{"url": "file:///w/cuda_matrix-0.1.0-py3-none-any.whl"}',
+         "cuda-matrix @ file:///w/cuda_matrix-0.1.0-py3-none-any.whl"),
+        (None, "cuda-matrix==0.1.0"),  # from an index: its version
+        ("{not json", "cuda-matrix==0.1.0"),  # a record pip did not write
+    ],
+)  # fmt: skip
+def test_a_host_session_installs_cuda_matrix_from_where_it_was_installed(
+    monkeypatch, record, requirement
+):
+    monkeypatch.setattr(sessions.metadata, "distribution", lambda name: _Installed(record))
+    assert sessions.installed_requirement() == requirement

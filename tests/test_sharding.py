@@ -174,6 +174,23 @@ def test_a_history_weighs_by_the_median_of_its_last_runs_of_the_target(tmp_path)
     assert default_sources(tmp_path, "sm_90a") == (tmp_path / "junit-sm_90a.json",)
 
 
+def test_a_history_that_cannot_weigh_is_named_not_a_traceback(tmp_path):
+    """A database with no runs table, and one whose kept report is not a report: each named."""
+    import sqlite3
+
+    empty = tmp_path / "other.sqlite"
+    sqlite3.connect(empty).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(ShardError, match=r"--times .*other.sqlite: not a history this harness"):
+        times_of([empty], "sm_90a")
+    broken = tmp_path / "broken.sqlite"
+    db = sqlite3.connect(broken)
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, target TEXT, report BLOB)")
+    db.execute("INSERT INTO runs (target, report) VALUES ('sm_90a', x'00ff00')")
+    db.commit()
+    with pytest.raises(ShardError, match=r"broken.sqlite: a run's report cannot be read"):
+        times_of([broken], "sm_90a")
+
+
 def test_times_without_a_shard_are_refused_naming_both(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "harness", "test", "sm_90a", "--times", str(KEPT)],

@@ -139,7 +139,14 @@ def _history_runs(path: Path, target: str) -> list[dict[str, float]]:
         kept = recent_reports(path, target, HISTORY_RUNS)
     except HistoryError as error:
         raise ShardError(f"--times {error}") from error
-    return [_case_times(json.loads(zlib.decompress(report)), path) for report in kept]
+    runs = []
+    for report in kept:
+        try:
+            data = json.loads(zlib.decompress(report))
+        except (zlib.error, TypeError, ValueError) as error:
+            raise ShardError(f"--times {path}: a run's report cannot be read ({error})") from error
+        runs.append(_case_times(data, path))
+    return runs
 
 
 def weights_of(
