@@ -15,6 +15,7 @@ from harness.__main__ import main
 from harness.commands.ab import compare_target
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
+from harness.compile.toolchain import Toolchain
 from harness.model.matrix import MatrixError, load_matrix
 from harness.model.result import ABJudgement, CellKind, Outcome, Report, Unavailable
 from harness.model.revision import BaseTree, extract, resolve_commit
@@ -119,6 +120,32 @@ def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compi
 
     everything = compare_target(matrix, options, report, tree, toolchain, no_gpu, everything=True)
     assert everything["planted.add_one", "n1000"].judgement is ABJudgement.NOT_RUN  # timed too
+
+
+def test_kernels_whose_code_identity_is_unknown_are_timed_and_counted(
+    matrix, toolchain, tmp_path, monkeypatch, capsys
+):
+    """Without a cuobjdump (a wrapper nvcc once hid it) no build has a code identity: an
+    unchanged kernel cannot be IDENTICAL, and ab says how many it could not tell."""
+    monkeypatch.setattr(Toolchain, "cuobjdump", property(lambda self: tmp_path / "no-cuobjdump"))
+    head = tmp_path / "project" / "kernels"
+    base = tmp_path / "base" / "kernels"
+    for tree in (head, base):
+        shutil.copytree(PLANTED / "planted" / "add_one", tree / "planted" / "add_one")
+    cache = tmp_path / "cache"  # builds without an identity: no other test's
+    report = _head_report(matrix, toolchain, cache, head, tmp_path / "reports")
+    options = RunOptions(matrix.targets["sm_90a"], (head,), tmp_path / "r", cache)
+    tree = BaseTree("b" * 40, base.parent, head.parent)
+    capsys.readouterr()
+
+    found = compare_target(matrix, options, report, tree, toolchain, Unavailable("no GPU"))
+
+    said = capsys.readouterr().out.splitlines()
+    assert (
+        "ab: code identity unknown for 1 kernel: they are timed, not carried (planted.add_one)"
+        in said
+    )
+    assert {ab.judgement for ab in found.values()} == {ABJudgement.NOT_RUN}  # timed: no GPU
 
 
 def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_report(

@@ -188,7 +188,7 @@ TABLE = [
         "a kernel includes a file outside its tree",
         lambda work: _include(work, '#include "../../../secret.h"'),
         1,
-        ['#include "../../../secret.h" reaches', "outside the kernel tree", "refused"],
+        ["the kernel's source reaches", "secret.h, outside the kernel tree", "refused"],
     ),
     (
         "a kernel's .cu is a link to a file outside its tree",
@@ -213,7 +213,7 @@ TABLE = [
         "a kernel includes an absolute path",
         lambda work: _include(work, "#include </etc/hostname>"),
         1,
-        ["#include of the absolute path /etc/hostname is refused"],
+        ["the kernel's source reaches /etc/hostname, outside the kernel tree", "refused"],
     ),
     (
         "a spec defines no SPEC",

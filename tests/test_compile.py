@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -15,15 +16,20 @@ from pathlib import Path
 
 import pytest
 
+from harness import sandbox
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.compile.identity import IdentityError, code_identity, code_sections
 from harness.compile.nvcc import (
+    FAILED_CHECK,
+    MAC_KEY_BYTES,
     Compiler,
     cache_key,
     check_sass,
     failure_line,
     jit_inputs_of_binary,
+    kernel_tree,
+    mac_key_file,
     parse_ptxas,
     symbols_of_binary,
     toolkit_fingerprint,
@@ -67,19 +73,48 @@ def test_the_key_follows_source_and_target(matrix, add_one):
     assert cache_key(add_one, sm90, "toolkit") != key
 
 
-def test_an_edited_header_changes_the_key(matrix, add_one):
-    """A project header beside the kernel, and one its chapter shares, both count."""
+MACRO_INCLUDE = "#define S(x) #x\n#define P(x) S(x)\n#include P({})\n"
+
+
+def test_a_header_edit_rebuilds(matrix, toolchain, add_one, tmp_path):
+    """A header beside the kernel, reached through a macro, and one its chapter shares: an edit
+    of either rebuilds, and one into a syntax error fails the build (it was once "nothing to
+    do", and passed)."""
     header = add_one.folder / "helper.cuh"
     header.write_text('#include "../shared.cuh"\n#define ONE 1.0f\n')
     shared = add_one.folder.parent / "shared.cuh"
     shared.write_text("#define TWO 2.0f\n")
-    add_one.source.write_text('#include "helper.cuh"\n' + add_one.source.read_text())
-    keys = [cache_key(add_one, matrix.targets["sm_90a"], "toolkit")]
+    add_one.source.write_text(MACRO_INCLUDE.format("helper.cuh") + add_one.source.read_text())
+    sm90 = matrix.targets["sm_90a"]
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    first = compiler.compile(add_one, sm90)
+    assert first.binary is not None and not first.cached, first.log
+    assert compiler.compile(add_one, sm90).cached
     header.write_text('#include "../shared.cuh"\n#define ONE 3.0f\n')
-    keys.append(cache_key(add_one, matrix.targets["sm_90a"], "toolkit"))
+    assert not compiler.compile(add_one, sm90).cached
     shared.write_text("#define TWO 4.0f\n")
-    keys.append(cache_key(add_one, matrix.targets["sm_90a"], "toolkit"))
-    assert len(set(keys)) == 3
+    assert not Compiler(toolchain, tmp_path / "cache").compile(add_one, sm90).cached  # a next run
+    shared.write_text("#define TWO 4.0f\nint broken( {\n")
+    broken = Compiler(toolchain, tmp_path / "cache").compile(add_one, sm90)
+    assert broken.binary is None and not broken.cached
+    assert "error: expected" in failure_line(broken.log)
+
+
+def test_clones_sharing_a_cache_are_each_checked_by_their_own_headers(matrix, toolchain, tmp_path):
+    """The same source in two trees: its headers are checked in the tree being built, so a
+    clone whose header differs is rebuilt, and one whose headers are the same is served."""
+    built = {}
+    for clone, value in (("one", "1.0f"), ("same", "1.0f"), ("other", "2.0f")):
+        folder = tmp_path / clone / "kernels" / "planted" / "add_one"
+        shutil.copytree(PLANTED / "planted" / "add_one", folder)
+        (folder / "helper.cuh").write_text(f"#define ONE {value}\n")
+        source = folder / "add_one.cu"
+        source.write_text('#include "helper.cuh"\n' + source.read_text())
+        kernel = _kernel(tmp_path / clone / "kernels", "add_one")
+        built[clone] = Compiler(toolchain, tmp_path / "cache").compile(
+            kernel, matrix.targets["sm_90a"]
+        )
+    assert not built["one"].cached and built["same"].cached and not built["other"].cached
 
 
 def test_the_toolkit_fingerprint_follows_its_headers_env_flags_and_host_compiler(tmp_path):
@@ -112,6 +147,184 @@ def test_a_tampered_cache_entry_is_rebuilt(matrix, toolchain, add_one, tmp_path)
     again = compiler.compile(add_one, matrix.targets["sm_90a"])
     assert again.binary is not None and not again.cached
     assert again.binary.stat().st_size > 100
+
+
+SECRET = "#warning SECRET_TOKEN_123\n"  # what nvcc's log quotes of a file it reads
+# Spellings of an include of another file of the machine that a text scan of the source missed
+SPELLINGS = {
+    "through a macro": MACRO_INCLUDE,
+    "split by a continuation": '#inc\\\nlude "{}"\n',
+    "with a comment inside": '# /**/ include "{}"\n',
+    "in angle brackets": "#include <{}>\n",
+}
+# the Landlock-confined nvcc where this machine has Landlock, and the unconfined one anyway
+CONFINEMENTS = [
+    pytest.param(True, marks=pytest.mark.skipif(bool(sandbox.unavailable()), reason="no-landlock")),
+    False,
+]
+
+
+def _refused(compiler: Compiler, kernel: Kernel, target) -> str:
+    """Why `compiler` refuses `kernel`: compile_all's Unavailable, which the cell shows."""
+    (result,) = compiler.compile_all([(kernel, target)])
+    assert isinstance(result, Unavailable), result.log
+    return result.why
+
+
+@pytest.mark.parametrize("confined", CONFINEMENTS)
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_an_include_of_a_file_outside_the_tree_is_refused_naming_it_quoting_none(
+    matrix, toolchain, add_one, tmp_path, spelling, confined
+):
+    secret = tmp_path / "secret.h"
+    secret.write_text(SECRET)
+    add_one.source.write_text(SPELLINGS[spelling].format(secret) + add_one.source.read_text())
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    compiler.confined = confined
+    why = _refused(compiler, add_one, matrix.targets["sm_90a"])
+    assert f"the kernel's source reaches {secret}, outside the kernel tree" in why
+    assert "SECRET_TOKEN_123" not in why
+    assert not list((tmp_path / "cache").rglob("*.fatbin"))
+
+
+@pytest.mark.parametrize(
+    "after", ['#error "stops here"', '#include "missing.h"'], ids=["an error", "a fatal error"]
+)
+def test_an_outside_include_is_refused_when_the_preprocessor_fails_after_it(
+    matrix, toolchain, add_one, tmp_path, after
+):
+    """An error after the include (-MD's list is written), or a fatal one (it is not: a
+    listing pass says what was opened): nvcc's log, which quotes the file, is never shown."""
+    secret = tmp_path / "secret.h"
+    secret.write_text(SECRET)
+    add_one.source.write_text(f'#include "{secret}"\n{after}\n' + add_one.source.read_text())
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    compiler.confined = False  # confined, the include is denied: a fatal error too
+    why = _refused(compiler, add_one, matrix.targets["sm_90a"])
+    assert f"reaches {secret}, outside the kernel tree" in why and "SECRET_TOKEN" not in why
+
+
+@pytest.mark.parametrize("confined", CONFINEMENTS)
+@pytest.mark.parametrize(
+    ("where", "spelled"),
+    [
+        ("add_one.cu", 'asm(".incbin \\"{}\\"");\n'),
+        ("helper.cuh", 'asm(".inc" "bin \\"{}\\"");\n'),
+        ("helper.cuh", 'asm(".include \\"{}\\"");\n'),
+    ],
+    ids=[".incbin", "split .incbin in a header", ".include"],
+)
+def test_an_assembler_directive_that_reads_a_file_is_refused_naming_where_it_is(
+    matrix, toolchain, add_one, tmp_path, where, spelled, confined
+):
+    secret = tmp_path / "secret.bin"
+    secret.write_text("SECRET_TOKEN_123\n")
+    (add_one.folder / "helper.cuh").write_text("// a header of the kernel\n")
+    holder = add_one.folder / where
+    holder.write_text(spelled.format(secret) + holder.read_text())
+    add_one.source.write_text('#include "helper.cuh"\n' + add_one.source.read_text())
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    compiler.confined = confined
+    why = _refused(compiler, add_one, matrix.targets["sm_90a"])
+    assert why.startswith(f"{holder}: the assembler directive .inc")
+    assert "reads a file into the binary: refused" in why
+
+
+def test_an_incbin_no_text_check_sees_embeds_nothing_with_fatbin(
+    matrix, toolchain, add_one, tmp_path
+):
+    """What makes the text check a courtesy: with -fatbin no host code is assembled (a file
+    scope asm is dropped) and ptxas, which assembles device asm, has no directive that reads a
+    file: `.incbin` spelled past the check (a \\x2e for its dot) reaches nothing."""
+    secret = tmp_path / "secret.bin"
+    secret.write_text("SECRET_TOKEN_123\n")
+    spelled = f'asm("\\x2eincbin \\"{secret}\\"");\n'
+    device = spelled.replace("asm(", 'extern "C" __global__ void embed() { asm(').replace(
+        ";", "; }"
+    )
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    add_one.source.write_text(spelled + add_one.source.read_text())
+    host = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert host.binary is not None, host.log
+    assert b"SECRET_TOKEN_123" not in host.binary.read_bytes()
+    add_one.source.write_text(device + add_one.source.read_text())
+    refused = compiler.compile(add_one, matrix.targets["sm_90a"])
+    assert refused.binary is None and "Parsing error near '.incbin'" in refused.log
+    assert "SECRET_TOKEN_123" not in refused.log
+
+
+@pytest.mark.skipif(bool(sandbox.unavailable()), reason="no-landlock")
+def test_a_confined_nvcc_reads_neither_another_file_nor_the_cache_key(toolchain, add_one, tmp_path):
+    """Landlock's part: what no dependency output would list cannot be read either."""
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    secret = tmp_path / "secret.h"
+    secret.write_text(SECRET)
+    key = mac_key_file(compiler.cache_dir)
+    assert len(compiler.mac_key) == MAC_KEY_BYTES  # made
+    folder, private = tmp_path / "cache" / add_one.classname, tmp_path / "private"
+    folder.mkdir()
+    private.mkdir()
+    confinement = compiler._confinement(add_one, folder, private, kernel_tree(add_one))
+
+    def read(path: Path) -> int:
+        return subprocess.run(sandbox.confined(confinement, ["cat", str(path)])).returncode
+
+    assert read(add_one.source) == 0
+    assert read(secret) != 0 and read(key) != 0 and read(Path("/etc/hostname")) != 0
+    written = private / "scratch"
+    touch = subprocess.run(sandbox.confined(confinement, ["touch", str(written)]))
+    assert touch.returncode == 0 and written.exists()
+
+
+def _forge_with_another_s_binary(victim: Path, other: Path) -> None:
+    """A hostile step: the victim's binary replaced by another kernel's, its record's digest
+    recomputed to match."""
+    forged = other.read_bytes()
+    victim.write_bytes(forged)
+    record = json.loads(victim.with_suffix(".json").read_text())
+    record["sha256"] = hashlib.sha256(forged).hexdigest()
+    victim.with_suffix(".json").write_text(json.dumps(record))
+
+
+def _forge_with_another_s_entry(victim: Path, other: Path) -> None:
+    """A hostile step: another kernel's entry, MAC and all, copied over the victim's."""
+    shutil.copyfile(other, victim)
+    shutil.copyfile(other.with_suffix(".json"), victim.with_suffix(".json"))
+
+
+@pytest.mark.parametrize("forge", [_forge_with_another_s_binary, _forge_with_another_s_entry])
+def test_a_forged_cache_entry_is_not_served_but_rebuilt(
+    matrix, toolchain, planted, tmp_path, forge
+):
+    sm90 = matrix.targets["sm_90a"]
+    victim, other = _kernel(planted, "add_one"), _kernel(planted, "needs_sm90")
+    compiler = Compiler(toolchain, tmp_path / "cache")
+    own, theirs = compiler.compile(victim, sm90), compiler.compile(other, sm90)
+    assert own.binary is not None and theirs.binary is not None
+    forge(own.binary, theirs.binary)
+    again = Compiler(toolchain, tmp_path / "cache").compile(victim, sm90)  # the next run
+    assert not again.cached and again.log.splitlines()[0] == FAILED_CHECK
+    assert again.binary == own.binary and again.code_identity == own.code_identity
+    assert again.binary.read_bytes() != theirs.binary.read_bytes()
+    assert Compiler(toolchain, tmp_path / "cache").compile(victim, sm90).cached  # replaced
+
+
+def test_the_mac_key_is_made_once_private_and_agreed_on_by_runs_at_once(tmp_path):
+    script = (
+        "import sys; from pathlib import Path; from harness.compile.nvcc import cache_mac_key; "
+        f"print(cache_mac_key(Path({str(tmp_path / 'cache')!r})).hex())"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        for _ in range(4)
+    ]
+    keys = {run.communicate(timeout=60)[0].strip() for run in runs}
+    assert len(keys) == 1 and len(bytes.fromhex(keys.pop())) == MAC_KEY_BYTES
+    key = mac_key_file(tmp_path / "cache")
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [key.name]  # nothing half-made
 
 
 def test_nvcc_errors_fail_with_the_log(matrix, toolchain, planted, tmp_path):
@@ -306,15 +519,32 @@ def test_the_code_identity_is_the_same_in_any_folder_and_changes_with_the_code(
     assert changed.code_identity != builds["one"]["sm_90a"].code_identity
 
 
-def test_a_cache_entry_from_before_code_identities_gets_one(toolchain, add_one, matrix, tmp_path):
+def test_a_cache_entry_whose_identity_was_unread_gets_one(
+    toolchain, add_one, matrix, tmp_path, monkeypatch
+):
+    import harness.compile.nvcc as nvcc
+
+    def unreadable(cuobjdump, binary, timeout_s=120):
+        raise IdentityError("cuobjdump -xelf failed: planted")
+
+    monkeypatch.setattr(nvcc, "code_identity", unreadable)
+    first = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    assert first.code_identity is None
+    monkeypatch.undo()
+    again = Compiler(toolchain, tmp_path / "cache").compile(add_one, matrix.targets["sm_90a"])
+    assert again.cached and again.code_identity == code_identity(toolchain.cuobjdump, again.binary)
+
+
+def test_a_cache_entry_from_before_macs_is_rebuilt_quietly(toolchain, add_one, matrix, tmp_path):
     compiler = Compiler(toolchain, tmp_path / "cache")
     first = compiler.compile(add_one, matrix.targets["sm_90a"])
     record = first.binary.with_suffix(".json")
     entry = json.loads(record.read_text())
-    del entry["code_identity"]
+    del entry["mac"], entry["inputs"]
     record.write_text(json.dumps(entry))
     again = compiler.compile(add_one, matrix.targets["sm_90a"])
-    assert again.cached and again.code_identity == first.code_identity
+    assert not again.cached and FAILED_CHECK not in again.log
+    assert compiler.compile(add_one, matrix.targets["sm_90a"]).cached
 
 
 def test_a_binary_that_cannot_be_taken_apart_has_no_identity_and_says_why(toolchain, tmp_path):

@@ -16,6 +16,7 @@ from harness.model.result import (
     ABJudgement,
     Cell,
     CellKind,
+    CompileFacts,
     Outcome,
     Provenance,
     Report,
@@ -280,3 +281,20 @@ def test_a_summary_of_a_huge_matrix_stays_a_page(monkeypatch):
     assert "… and 1 more kernels: the dashboard and merged.xml hold them" in summary
     assert "Per-case results: 5 cells, more than summary.md lists (3)" in summary
     assert "<details>" not in summary
+
+
+def test_builds_without_a_code_identity_are_counted_saying_why():
+    """Behind a cuobjdump the harness could not run, nothing tells code from environment."""
+    built = CompileFacts(embedded="arch=compute_90a,code=sm_90a", binary_sha256="ab")
+    log = "nvcc -o x.fatbin\ncode identity unavailable: cannot run /usr/local/bin/cuobjdump: gone"
+    cells = [_cell("compile", kernel=k, compile=built, detail=log) for k in ("a", "b")]
+    known = dataclasses.replace(built, code_identity="cd")
+    cells += [_cell("compile", kernel="c", compile=known), _cell("n1", kernel="a")]
+    (line,) = [line for line in render_summary(_set(cells)).splitlines() if "identity" in line]
+    assert line == (
+        "- ⚠️ code identity unknown for 2 kernels on sm_90a@vm: nothing tells unchanged code "
+        "from changed, so an A/B times them rather than calling them IDENTICAL, and a slower "
+        "verdict cannot blame the environment (cannot run /usr/local/bin/cuobjdump: gone)"
+    )
+    every = [dataclasses.replace(cell, compile=known) for cell in cells]
+    assert "identity" not in render_summary(_set(every))

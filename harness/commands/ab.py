@@ -5,7 +5,8 @@ The report is the one `test` wrote for the target (its cells are the head's). Th
 trees come from git (`--base REF`), or from a folder laid out as the project is
 (`--base-tree DIR --base-commit SHA`: what a container without git is given). Both sides are
 compiled by this toolchain into the same cache. A kernel whose code identity equals the base's
-is IDENTICAL and not timed (`--all` times it anyway: an A/A of unchanged code); one the base
+is IDENTICAL and not timed (`--all` times it anyway: an A/A of unchanged code); one whose
+code identity either side lacks (no cuobjdump ran) is timed, and `ab` counts them; one the base
 lacks is NEW; one the base cannot build, set up, verify or run is NOT_RUN, saying why. Nothing
 of the report's own cells changes but their `ab`.
 """
@@ -29,6 +30,7 @@ from harness.commands.stage import (
     load_and_compile,
     report_stem,
     runnable_binary,
+    spec_confinement,
 )
 from harness.compile.nvcc import Compiled, failure_line
 from harness.compile.toolchain import Toolchain
@@ -55,6 +57,7 @@ from harness.run.device import DeviceInfo
 from harness.run.paired import PairTiming
 from harness.run.pool import WorkerFault, WorkerPool
 from harness.run.worker import PairJob, WorkerSetup
+from harness.sandbox import Confinement
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,14 @@ def compare_target(
     device = devices if isinstance(devices, Unavailable) else devices[0]
     head_folders = check_selection(options.kernels_roots, options.select)
     heads = load_and_compile(
-        head_folders, matrix, target, toolchain, options.cache_dir, where, lambda kernel: []
+        head_folders,
+        matrix,
+        target,
+        toolchain,
+        options.cache_dir,
+        where,
+        lambda kernel: [],
+        spec_confinement(options),
     )
     head = heads.stage
     bases = _base_kernels(matrix, options, base, toolchain, where, heads.loaded)
@@ -96,6 +106,7 @@ def compare_target(
     found: dict[tuple[str, str], ABComparison] = {}
     jobs: list[tuple[tuple[str, str], PairJob]] = []
     base_codes: dict[tuple[str, str], str | None] = {}  # the base build's code identity
+    unknown: set[str] = set()  # kernels whose code identity either side lacks
     for kernel in head.kernels:
         cases = [c for c in kernel.declared.cases if (kernel.classname, c.name) in passed]
         for case in cases:
@@ -104,7 +115,10 @@ def compare_target(
             plan = _plan(head_build, bases[kernel.classname], case.name, commit)
             if isinstance(plan, ABComparison):
                 found[key] = plan
-            elif plan.identical and not everything:
+                continue
+            if plan.unknown:
+                unknown.add(kernel.classname)
+            if plan.identical and not everything:
                 found[key] = ABComparison(
                     commit,
                     ABJudgement.IDENTICAL,
@@ -129,8 +143,11 @@ def compare_target(
                 )
                 jobs.append((key, job))
                 base_codes[key] = plan.code
+    if unknown:
+        print(f"ab: {identity_unknown_line(sorted(unknown))}", flush=True)
     if jobs and not isinstance(devices, Unavailable):
-        found.update(_time_pairs(jobs, devices[0], matrix, commit, base_codes))
+        confinement = spec_confinement(options)
+        found.update(_time_pairs(jobs, devices[0], matrix, commit, base_codes, confinement))
     return found
 
 
@@ -143,6 +160,7 @@ class _Plan:
     build: Compiled
     identical: bool
     code: str | None  # the base's code identity
+    unknown: bool  # the base's or the head's code identity is not known: never IDENTICAL
 
 
 def _plan(head_build: Build, base: _Base, case: str, commit: str) -> _Plan | ABComparison:
@@ -163,7 +181,16 @@ def _plan(head_build: Build, base: _Base, case: str, commit: str) -> _Plan | ABC
         return ABComparison(commit, ABJudgement.NOT_RUN, f"the base's build failed: {line}")
     head_code = head_build.code_identity if isinstance(head_build, Compiled) else None
     identical = head_code is not None and head_code == build.code_identity
-    return _Plan(base.kernel, build, identical, build.code_identity)
+    unknown = head_code is None or build.code_identity is None
+    return _Plan(base.kernel, build, identical, build.code_identity, unknown)
+
+
+def identity_unknown_line(kernels: Sequence[str]) -> str:
+    """What `ab` says of kernels whose code identity it does not know (a cuobjdump it could not
+    run): it cannot tell their code unchanged, so it times them rather than carrying them over
+    as IDENTICAL."""
+    count = f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"
+    return f"code identity unknown for {count}: they are timed, not carried ({', '.join(kernels)})"
 
 
 def _base_kernels(
@@ -186,7 +213,14 @@ def _base_kernels(
         elif base_root.is_dir():
             folders += kernel_folders(base_root, options.select)
     found = load_and_compile(
-        folders, matrix, options.target, toolchain, options.cache_dir, where, lambda kernel: []
+        folders,
+        matrix,
+        options.target,
+        toolchain,
+        options.cache_dir,
+        where,
+        lambda kernel: [],
+        spec_confinement(options),
     )
     broken = {cell.classname: cell.message for cell in found.spec_cells}
     stage = found.stage
@@ -216,6 +250,7 @@ def _time_pairs(
     matrix: Matrix,
     commit: str,
     base_codes: dict[tuple[str, str], str | None],
+    confinement: Confinement | None,
 ) -> dict[tuple[str, str], ABComparison]:
     """Each job timed in a GPU worker of its kernel's own (a fault costs its own case and a
     fresh worker; the next kernel's worker starts while this one's cases are timed), judged."""
@@ -227,7 +262,7 @@ def _time_pairs(
     groups = list(by_kernel.values())
     with contextlib.ExitStack() as up:
         quiet = up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")) + "/gpu.lock"
-        setup = WorkerSetup(device, matrix.timer, quiet_lock=Path(quiet))
+        setup = WorkerSetup(device, matrix.timer, quiet_lock=Path(quiet), confinement=confinement)
         pools = [WorkerPool(worker.start, worker.serve, setup) for _ in groups]
         for pool in pools:
             up.callback(pool.close)

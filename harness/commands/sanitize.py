@@ -2,10 +2,13 @@
 
 Every (kernel, tool) is one cell, `<case>[<target>]:<tool>`, and one process:
 `compute-sanitizer --tool <tool> ... python -m harness.run.sanitized_case <spec> <case> ...`,
-which runs the case once, untimed, and prints the case's own cell as one JSON line (the result
-model's form). The tool's log decides the cell (harness.run.sanitizer.diagnose); the case's
-outcome is only its `case_outcome`, since a wrong value is no memory error. Runs go a few at a
-time, each within `sanitize.timeout_s`, and the report is rewritten after each kernel.
+which runs the case once, untimed, each buffer an allocation of exactly its size (no guard
+zones, which would put a stray access in bounds), and prints the case's own cell as one JSON
+line (the result model's form). The tool's log decides the cell
+(harness.run.sanitizer.diagnose); the case's outcome is only its `case_outcome`, since a wrong
+value is no memory error, and a run the tool could not finish is an error naming the tool.
+Runs go a few at a time, each within `sanitize.timeout_s`, and the report is rewritten after
+each kernel.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ CellError (or give Unavailable for a value they lack), and the cell is settled f
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from harness.commands import sharding
 from harness.commands.sharding import ShardRequest
-from harness.compile.nvcc import Compiled, Compiler, failure_line
+from harness.compile.nvcc import Compiled, Compiler, cache_mac_key, failure_line, mac_key_file
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import declared
 from harness.model.declared import DeclaredCase
@@ -42,6 +43,7 @@ from harness.model.result import (
 from harness.report import store
 from harness.report.store import ReportFiles
 from harness.run.device import DeviceInfo
+from harness.sandbox import Confinement, for_specs, unavailable
 
 Build = Compiled | Unavailable  # Unavailable: nothing was compiled (no nvcc, refused), and why
 
@@ -59,6 +61,32 @@ class RunOptions:
     commit: str | None = None  # the project's commit the run is of
     shard: ShardRequest | None = None  # test --shard i/N: this part of the kernels only
     root: Path | None = None  # the project: reports name kernel sources relative to it
+
+
+def spec_confinement(options: RunOptions) -> Confinement | None:
+    """What a spec's processes may touch: they never write the project, the kernel trees, the
+    compile cache or the reports, nor read the cache's key (harness.sandbox); None where this
+    machine cannot confine a process (see sandbox_said)."""
+    if unavailable() is not None:
+        return None
+    # The key exists before any spec runs: a key yet to be made would hide the folder it is to
+    # be made in, the whole cache. A cache that cannot hold one fails its compile cells later,
+    # naming it; a folder that does not exist yet is kept as its nearest existing one.
+    with contextlib.suppress(OSError, KernelFailed):
+        cache_mac_key(options.cache_dir)
+    roots = (options.root,) if options.root else ()
+    protected = (*roots, *options.kernels_roots, options.cache_dir, options.reports_dir)
+    return for_specs(protected, hidden=(mac_key_file(options.cache_dir),))
+
+
+def sandbox_said(confinement: Confinement | None) -> str:
+    """One line for the console: whether this run's specs run confined, and why not."""
+    if confinement is not None:
+        return "specs: confined (Landlock): they cannot write the cache, reports or project"
+    return (
+        f"specs: NOT confined ({unavailable()}): a spec's code could rewrite what the harness "
+        "trusts"
+    )
 
 
 @dataclass(frozen=True)
@@ -197,7 +225,11 @@ def check_selection(roots: tuple[Path, ...], select: str) -> list[KernelFolder]:
 
 
 def load_kernels(
-    folders: list[KernelFolder], import_timeout_s: float, target: Target, where: Provenance
+    folders: list[KernelFolder],
+    import_timeout_s: float,
+    target: Target,
+    where: Provenance,
+    confinement: Confinement | None,
 ) -> tuple[list[Kernel], list[Cell]]:
     """The kernels of `folders` whose specs load, and an error cell for each that does not.
 
@@ -208,7 +240,7 @@ def load_kernels(
     cell naming both folders.
     """
     spec_cell = RunCell(CellKind.SPEC, "spec")
-    read = declared.read_all([f.spec_file for f in folders], import_timeout_s)
+    read = declared.read_all([f.spec_file for f in folders], import_timeout_s, confinement)
     by_classname: dict[str, list[KernelFolder]] = {}
     for folder in folders:
         by_classname.setdefault(folder.classname, []).append(folder)
@@ -421,9 +453,11 @@ def load_and_compile(
     cache_dir: Path,
     where: Provenance,
     run_cells: Callable[[Kernel], list[RunCell]],
+    confinement: Confinement | None,
 ) -> Found:
     """The specs of `folders` loaded (load_kernels) and their kernels compiled (compile_stage)."""
-    loaded, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
+    timeout_s = matrix.timer.case_timeout_s
+    loaded, spec_cells = load_kernels(folders, timeout_s, target, where, confinement)
     stage = compile_stage(
         target=target,
         kernels=loaded,
@@ -443,6 +477,7 @@ class StartedRun:
     report: Report
     where: Provenance
     stage: CompileStage
+    confinement: Confinement | None  # what the specs' processes of this run may touch
 
 
 def start_run(
@@ -469,7 +504,10 @@ def start_run(
     report = new_report(name, target, where, toolchain, device)
     report.compute_sanitizer = str(compute_sanitizer) if compute_sanitizer else None
     store.write(files, report)
-    loaded, spec_cells = load_kernels(folders, matrix.timer.case_timeout_s, target, where)
+    confinement = spec_confinement(options)
+    print(sandbox_said(confinement), flush=True)
+    timeout_s = matrix.timer.case_timeout_s
+    loaded, spec_cells = load_kernels(folders, timeout_s, target, where, confinement)
     if options.shard is not None:
         planned = _planned(options, loaded, spec_cells)
         report.shard = planned.shard
@@ -486,7 +524,7 @@ def start_run(
     report.cells.extend([*spec_cells, *stage.cells])
     report.sources = _sources(options.root, loaded, spec_cells, folders)
     store.write(files, report)
-    return StartedRun(report, where, stage)
+    return StartedRun(report, where, stage, confinement)
 
 
 def _sources(

@@ -35,6 +35,7 @@ from harness.commands.stage import (
     report_stem,
     runnable_binary,
     settled_cell,
+    spec_confinement,
     start_run,
 )
 from harness.compile.nvcc import Compiled
@@ -67,6 +68,7 @@ from harness.run.schedule import (
 )
 from harness.run.spec_check import check_kernels
 from harness.run.worker import CaseJob, Prepare, WorkerSetup
+from harness.sandbox import Confinement
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ def run_target(
     with contextlib.ExitStack() as up:
         # Each GPU's first worker starts now: its imports and CUDA context overlap the compile
         # stage, and it takes the first kernel to run.
-        gpus = _started_workers(up, devices, matrix, workers) if execute else {}
+        confinement = spec_confinement(options)
+        gpus = _started_workers(up, devices, matrix, workers, confinement) if execute else {}
         started_run = start_run(
             matrix, options, files, "cuda-matrix", toolchain, first, _case_cells
         )
@@ -149,6 +152,7 @@ def _started_workers(
     devices: Sequence[DeviceInfo] | Unavailable,
     matrix: Matrix,
     workers: Workers,
+    confinement: Confinement | None,
 ) -> dict[int, _Gpu]:
     """Each GPU, by ordinal, with its first worker starting; what `up` closes."""
     if isinstance(devices, Unavailable):
@@ -159,7 +163,9 @@ def _started_workers(
     gpus = {}
     for device in devices:
         quiet = locks / f"gpu{device.ordinal}.lock"
-        setup = WorkerSetup(device, matrix.timer, host_threads, quiet, ahead_bytes)
+        setup = WorkerSetup(
+            device, matrix.timer, host_threads, quiet, ahead_bytes, confinement=confinement
+        )
         first = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
         first.start()
         gpus[device.ordinal] = _Gpu(setup, workers, first)
@@ -207,7 +213,8 @@ def _run_cases(
             jobs.append(_Job(kernel, case, binary, expected(key, last_run, case.work)))
         if skip is not None:
             unrunnable.append((kernel, skip, cannot_run))
-    report.cells += _checked_here(unrunnable, stage, matrix, target, where)
+    checked = _checked_here(unrunnable, stage, matrix, target, where, started_run.confinement)
+    report.cells += checked
     store.write(files, report)
     if jobs and not isinstance(devices, Unavailable):
         _run_jobs(jobs, list(devices), gpus, matrix, target, where, report, files)
@@ -236,6 +243,7 @@ def _checked_here(
     matrix: Matrix,
     target: Target,
     where: Provenance,
+    confinement: Confinement | None,
 ) -> list[Cell]:
     """The case cells of kernels that cannot run here (no GPU, or not this one), each checked
     on this machine's CPU (harness.run.spec_check): an error where its spec would break it on
@@ -248,6 +256,7 @@ def _checked_here(
         },
         target,
         matrix.timer.case_timeout_s,
+        confinement,
     )
     cells = []
     for kernel, cannot, names in unrunnable:

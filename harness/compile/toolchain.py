@@ -1,8 +1,14 @@
-"""Which nvcc compiles the matrix, and what version it is.
+"""Which nvcc compiles the matrix, what version it is, and where its toolkit lies.
 
 Order: $NVCC (if set, it must work), then $CUDA_HOME/bin/nvcc, then the pinned PyPI wheels
 installed in this Python (nvidia/cu13/bin/nvcc), then nvcc on PATH. The first that exists wins;
 its version is read from `nvcc --version`, never assumed.
+
+Its toolkit is the one nvcc reports (`nvcc --dryrun` prints its profile: TOP, INCLUDES,
+LIBRARIES), not the folder above the nvcc named: on runners that is often a wrapper script that
+execs the real nvcc elsewhere. cuobjdump, nvdisasm and the device libraries (cudadevrt) are
+looked for in that toolkit, then in the pinned wheels of its release in this Python
+(nvidia/cu13/bin and lib: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm, nvidia-cuda-runtime).
 """
 
 from __future__ import annotations
@@ -10,11 +16,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness import processes
+
+# nvcc answers a dry run at once; one that takes longer is not a working nvcc (or a stand-in)
+DRYRUN_TIMEOUT_S = 5.0
 
 
 class ToolchainError(Exception):
@@ -22,40 +34,125 @@ class ToolchainError(Exception):
 
 
 @dataclass(frozen=True)
+class ToolkitLayout:
+    """The toolkit nvcc compiles with, as it reports it: its root and the folders of its
+    headers and libraries."""
+
+    root: Path
+    include_dirs: tuple[Path, ...] = ()
+    library_dirs: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
 class Toolchain:
+    """The nvcc that compiles (perhaps a wrapper), and the toolkit it reports it runs from."""
+
     nvcc: Path
     version: str  # "13.0.88"
     origin: str  # which rule found it, for the report
+    # what nvcc reported of its toolkit (find_toolchain asks it once); None where it did not
+    # say: then the toolkit is the folder above nvcc's own file
+    layout: ToolkitLayout | None = None
+    wheels: tuple[Path, ...] = ()  # the pinned wheels of this release here (nvidia/cu13)
 
     @property
     def release(self) -> str:  # "13.0"
         return ".".join(self.version.split(".")[:2])
 
     @property
+    def major(self) -> str:  # "13"
+        return self.version.split(".")[0]
+
+    @property
+    def root(self) -> Path:
+        """The toolkit's root: /usr/local/cuda-13.0, or a wheel's nvidia/cu13."""
+        return self.layout.root if self.layout else self.nvcc.resolve().parent.parent
+
+    @property
+    def include_dirs(self) -> tuple[Path, ...]:
+        """The toolkit's header folders, as nvcc passes them to the host compiler."""
+        if self.layout and self.layout.include_dirs:
+            return self.layout.include_dirs
+        return (self.root / "include",)
+
+    @property
+    def tool_dirs(self) -> tuple[Path, ...]:
+        """Where the toolkit's programs are looked for, in this order."""
+        return _unique([self.root / "bin", *(wheel / "bin" for wheel in self.wheels)])
+
+    @property
+    def library_dirs(self) -> tuple[Path, ...]:
+        """Where the toolkit's static libraries are looked for, in this order: the folders nvcc
+        links from, lib/ (the wheels), lib64/ and targets/<triple>/lib/ (an installed
+        toolkit), then the pinned wheels' lib/."""
+        root = self.root
+        return _unique(
+            [
+                *(self.layout.library_dirs if self.layout else ()),
+                root / "lib",
+                root / "lib64",
+                *sorted(root.glob("targets/*/lib")),
+                *(wheel / "lib" for wheel in self.wheels),
+            ]
+        )
+
+    def tool(self, name: str) -> Path | None:
+        """The toolkit's program `name` (cuobjdump, nvdisasm); None where absent."""
+        return next((d / name for d in self.tool_dirs if _executable(d / name)), None)
+
+    @property
     def cuobjdump(self) -> Path:
-        """Beside nvcc in a toolkit and in the wheels (nvidia-cuda-cuobjdump); may be absent."""
-        return self.nvcc.parent / "cuobjdump"
+        """cuobjdump of the toolkit or the wheels (nvidia-cuda-cuobjdump); where neither has
+        one, the toolkit's own path, which is absent."""
+        return self.tool("cuobjdump") or self.root / "bin" / "cuobjdump"
+
+    @property
+    def nvdisasm(self) -> Path:
+        """nvdisasm (cuobjdump -sass runs it), as cuobjdump is found."""
+        return self.tool("nvdisasm") or self.root / "bin" / "nvdisasm"
 
     def library(self, name: str) -> Path | None:
-        """The toolkit's static device library `lib<name>.a` (cudadevrt): in lib/ in the
-        wheels, lib64/ or targets/<triple>/lib/ in an installed toolkit; None where absent."""
-        root = self.nvcc.parent.parent
-        for folder in ("lib", "lib64", *sorted(str(p) for p in root.glob("targets/*/lib"))):
-            found = root / folder / f"lib{name}.a"
-            if found.is_file():
-                return found
-        return None
+        """The toolkit's static device library `lib<name>.a` (cudadevrt); None where absent."""
+        found = (folder / f"lib{name}.a" for folder in self.library_dirs)
+        return next((path for path in found if path.is_file()), None)
+
+    def not_found(self, filename: str) -> str:
+        """That `filename` (cuobjdump, libcudadevrt.a) is in none of the folders it is looked
+        for in, naming them."""
+        folders = self.library_dirs if filename.endswith(".a") else self.tool_dirs
+        looked = ", ".join(map(str, folders))
+        if not self.wheels:
+            looked += f"; this Python has no CUDA {self.major} wheels"
+        return f"no {filename} for {self.nvcc}: looked in {looked}"
+
+
+def _unique(folders: Iterable[Path]) -> tuple[Path, ...]:
+    """Each folder once, by where it leads (an installed toolkit's lib64 is a link to lib)."""
+    return tuple(dict.fromkeys(folder.resolve() for folder in folders))
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _wheel_roots() -> list[Path]:
+    """The folders of the nvidia wheels installed in this Python (site-packages/nvidia: a
+    namespace package, which may span several)."""
+    found = importlib.util.find_spec("nvidia")
+    return [Path(root) for root in (found and found.submodule_search_locations) or ()]
 
 
 def _wheel_nvcc() -> Path | None:
-    if importlib.util.find_spec("nvidia") is None:
-        return None
-    import nvidia  # type: ignore[import-not-found]  # a namespace package of the wheels
-
-    for root in nvidia.__path__:
-        for candidate in sorted(Path(root).glob("cu*/bin/nvcc")):
+    for root in _wheel_roots():
+        for candidate in sorted(root.glob("cu*/bin/nvcc")):
             return candidate
     return None
+
+
+def wheel_folders(major: str) -> tuple[Path, ...]:
+    """The pinned wheels' folder of CUDA `major` in this Python: nvidia/cu13 holds bin/ and
+    lib/ of every CUDA 13 wheel (nvcc, cuobjdump, nvdisasm, the runtime's libcudadevrt.a)."""
+    return tuple(root / f"cu{major}" for root in _wheel_roots() if (root / f"cu{major}").is_dir())
 
 
 def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
@@ -64,7 +161,7 @@ def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
         named = Path(env["NVCC"])
         if not (named.is_file() and os.access(named, os.X_OK)):
             raise ToolchainError(f"$NVCC is {named}, which is not an executable file")
-        return Toolchain(nvcc=named, version=nvcc_version(named), origin="$NVCC")
+        return _toolchain(named, "$NVCC")
     tried = []
     candidates = []
     if env.get("CUDA_HOME"):
@@ -77,13 +174,24 @@ def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
         candidates.append((Path(on_path), "PATH"))
     for path, origin in candidates:
         if path.is_file() and os.access(path, os.X_OK):
-            return Toolchain(nvcc=path, version=nvcc_version(path), origin=origin)
+            return _toolchain(path, origin)
         tried.append(f"{origin} -> {path}")
     if not candidates:
         tried.append("$CUDA_HOME unset, no nvidia-cuda-nvcc wheel, no nvcc on PATH")
     raise ToolchainError(
         "no nvcc found (tried: " + "; ".join(tried) + "). Install the pinned wheels "
         "(nox does) or set NVCC=/path/to/nvcc"
+    )
+
+
+def _toolchain(nvcc: Path, origin: str) -> Toolchain:
+    version = nvcc_version(nvcc)
+    return Toolchain(
+        nvcc=nvcc,
+        version=version,
+        origin=origin,
+        layout=reported_layout(nvcc),
+        wheels=wheel_folders(version.split(".")[0]),
     )
 
 
@@ -98,6 +206,56 @@ def nvcc_version(nvcc: Path) -> str:
     if not match:
         raise ToolchainError(f"{nvcc} --version printed no version: {result.stdout!r}")
     return match.group(1)
+
+
+def reported_layout(nvcc: Path, timeout_s: float = DRYRUN_TIMEOUT_S) -> ToolkitLayout | None:
+    """The toolkit `nvcc` runs from, as it says: a dry run prints the variables of the profile
+    beside the real nvcc (`#$ TOP=...`) before the steps it would take, and runs none of them.
+    None where it says nothing (a host compiler it cannot run stops it first)."""
+    try:
+        process = processes.start(
+            [str(nvcc), "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+            stderr="stdout",
+        )
+    except OSError:
+        return None
+    return parse_layout(processes.finish(process, timeout_s).stdout)
+
+
+def parse_layout(dryrun: str) -> ToolkitLayout | None:
+    """The layout in `nvcc --dryrun`'s output; None without its TOP."""
+    profile: dict[str, str] = {}
+    for line in dryrun.splitlines():
+        if found := re.match(r"#\$ (\w+)=(.*)$", line):
+            profile[found.group(1)] = found.group(2).strip()  # the last one holds, as in sh
+    if not profile.get("TOP"):
+        return None
+    includes = _folders(profile.get("INCLUDES", "") + " " + profile.get("SYSTEM_INCLUDES", ""))
+    libraries = [
+        folder
+        for folder in _folders(profile.get("LIBRARIES", ""))
+        if folder.name != "stubs"  # the driver's link stubs: never a device library
+    ]
+    return ToolkitLayout(
+        root=Path(profile["TOP"]).resolve(),
+        include_dirs=_unique(includes),
+        library_dirs=_unique(libraries),
+    )
+
+
+def _folders(flags: str) -> list[Path]:
+    """The folders of -I, -isystem and -L flags, resolved (nvcc writes bin/../include)."""
+    try:
+        words = shlex.split(flags)
+    except ValueError:  # an unbalanced quote: a profile nvcc itself could not use
+        return []
+    found = []
+    for flag, following in zip(words, [*words[1:], ""], strict=True):
+        if flag == "-isystem" and following:
+            found.append(following)
+        elif flag[:2] in ("-I", "-L") and len(flag) > 2:
+            found.append(flag[2:])
+    return [Path(folder).resolve() for folder in found]
 
 
 def gpu_codes(toolchain: Toolchain, timeout_s: float = 10) -> tuple[str, ...] | None:

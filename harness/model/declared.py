@@ -34,6 +34,7 @@ from harness.model.build_options import (
 )
 from harness.model.result import SpecError
 from harness.processes import describe_exit
+from harness.sandbox import Confinement, SandboxUnavailable, confine
 from harness.spec import (
     BuildOptions,
     KernelSpec,
@@ -263,11 +264,14 @@ def _str(value: Any) -> str:
     return value
 
 
-def read_all(spec_files: list[Path], timeout_s: float) -> dict[Path, Declared | SpecError]:
+def read_all(
+    spec_files: list[Path], timeout_s: float, confinement: Confinement | None = None
+) -> dict[Path, Declared | SpecError]:
     """Each spec's declaration, read in a child of its own; SpecError naming the spec file
     where it cannot be used, the import's own failures included (it raised, exited, hung past
     `timeout_s`, or left a thread running)."""
-    answers = in_spec_children([(spec, None) for spec in spec_files], _declare, timeout_s)
+    jobs = [(spec, None) for spec in spec_files]
+    answers = in_spec_children(jobs, _declare, timeout_s, confinement=confinement)
     found: dict[Path, Declared | SpecError] = {}
     for spec_file, answer in answers.items():
         if isinstance(answer, SpecError):
@@ -292,12 +296,14 @@ def in_spec_children(
     work: Callable[[Path, Any], Any],
     timeout_s: float,
     doing: str = "importing it",
+    confinement: Confinement | None = None,
 ) -> dict[Path, Any]:
     """`work(spec_file, argument)` for each job, each in a child of that spec's own, at most a
     core's worth at once: what it returned (JSON), or a SpecError naming the spec file where
     it raised one, raised anything else, exited, hung past `timeout_s` or left a thread
     running; `doing` says what the child was doing in those messages. `work` must be a module's
-    function (the child imports it by name), its argument and result plain JSON."""
+    function (the child imports it by name), its argument and result plain JSON. Each child
+    confines itself to `confinement` before it imports the spec (None: not confined)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     parallel = max(1, os.cpu_count() or 1)
@@ -308,7 +314,9 @@ def in_spec_children(
         while pending or running:
             while pending and len(running) < parallel:
                 spec_file, argument = pending.pop(0)
-                child = _Child.start(context, spec_file, work, argument, timeout_s, doing)
+                child = _Child.start(
+                    context, spec_file, work, argument, timeout_s, doing, confinement
+                )
                 running.append(child)
             soonest = min(child.deadline for child in running)
             ready = wait(
@@ -347,10 +355,14 @@ class _Child:
         argument: Any,
         timeout_s: float,
         doing: str,
+        confinement: Confinement | None,
     ) -> _Child:
         parent, child = context.Pipe(duplex=False)
+        confined = confinement.to_json() if confinement else None
         process = context.Process(
-            target=_in_child, args=(spec_file, child, work, json.dumps(argument)), daemon=True
+            target=_in_child,
+            args=(spec_file, child, work, json.dumps(argument), confined),
+            daemon=True,
         )
         process.start()
         child.close()
@@ -405,9 +417,14 @@ def _answer(spec_file: Path, message: Any, doing: str) -> Any:
 
 
 def _in_child(
-    spec_file: Path, conn: Connection, work: Callable[[Path, Any], Any], argument: str
+    spec_file: Path,
+    conn: Connection,
+    work: Callable[[Path, Any], Any],
+    argument: str,
+    confinement: str | None,
 ) -> None:
-    """In the spec's child: `work` on it, its result (or its error) sent, exit at once."""
+    """In the spec's child: confined, `work` on it, its result (or its error) sent, exit at
+    once."""
     os.setsid()  # its group is ours to kill, with whatever the spec starts
     with open(os.devnull, "w") as nowhere:
         os.dup2(nowhere.fileno(), 1)
@@ -415,7 +432,11 @@ def _in_child(
     before = set(threading.enumerate())
     message: dict[str, Any]
     try:
+        if confinement is not None:
+            confine(Confinement.from_json(confinement))
         message = {"result": work(spec_file, json.loads(argument))}
+    except SandboxUnavailable as error:  # never import it unconfined where it was asked
+        message = {"error": f"{spec_file}: its process could not be confined: {error}"}
     except SpecError as error:
         message = {"error": str(error)}
     except Exception as error:  # a SPEC the checks let through, yet unreadable: the spec's

@@ -204,6 +204,34 @@ def compiled_only(reports: Iterable[Report]) -> dict[str, tuple[int, int]]:
     return {c: (compiled[c], runs[c]) for c in runs if c not in ran and compiled[c]}
 
 
+# the line a compile log has where a build's code identity could not be read (compile/nvcc.py)
+_NO_IDENTITY = re.compile(r"^code identity unavailable: (.+)$", re.MULTILINE)
+
+
+def identity_unknown(cells: Iterable[Cell]) -> str | None:
+    """What a run must say whose builds have no code identity (a cuobjdump it could not run):
+    how many kernels, on which columns, and why, as their compile logs say."""
+    built = [
+        cell
+        for cell in cells
+        if cell.kind is CellKind.COMPILE
+        and cell.compile
+        and cell.compile.binary_sha256
+        and not cell.compile.code_identity
+    ]
+    if not built:
+        return None
+    kernels = len({cell.classname for cell in built})
+    columns = ", ".join(sorted({cell.column for cell in built}))
+    whys = Counter(found.group(1) for cell in built for found in _NO_IDENTITY.finditer(cell.detail))
+    text = (
+        f"code identity unknown for {kernels} kernel{'s' if kernels != 1 else ''} on {columns}: "
+        "nothing tells unchanged code from changed, so an A/B times them rather than calling "
+        "them IDENTICAL, and a slower verdict cannot blame the environment"
+    )
+    return text + (f" ({whys.most_common(1)[0][0]})" if whys else "")
+
+
 def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[str]:
     """The counts, the verdicts against the baseline when there are any, and the A/Bs' counts
     against each base commit."""
@@ -250,6 +278,8 @@ def render_summary(
     ]
     if never := _never_ran_line(report_set):
         notes.append(never)
+    if unknown := identity_unknown(report_set.cells):
+        notes.append(f"- ⚠️ {_md(unknown)}")
     if inspected is None:
         inspected = compiled_only(report_set.reports)
     for column, (built, runs) in inspected.items():

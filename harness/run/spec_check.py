@@ -31,6 +31,7 @@ from harness.model.matrix import Target
 from harness.model.result import Resources, SpecError
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.verify import check_reference_fits, checked_work
+from harness.sandbox import Confinement
 from harness.spec import (
     Buf,
     DeviceLimits,
@@ -84,6 +85,7 @@ def check_kernels(
     resources: Mapping[tuple[str, tuple[str, ...]], Mapping[str, Resources] | None],
     target: Target,
     timeout_s: float,
+    confinement: Confinement | None = None,
 ) -> dict[str, dict[str, str | None]]:
     """Each kernel's cases, by classname and case name: None where the case would launch as
     its spec says, else what is wrong, naming the case and device. A kernel whose child failed
@@ -105,7 +107,9 @@ def check_kernels(
         }
         jobs.append((kernel.folder / "spec.py", plan))
     per_case = max((len(k.declared.cases) for k in kernels), default=1)
-    answers = in_spec_children(jobs, _check, timeout_s * per_case, "checking its cases")
+    answers = in_spec_children(
+        jobs, _check, timeout_s * per_case, "checking its cases", confinement
+    )
     found: dict[str, dict[str, str | None]] = {}
     for kernel in kernels:
         answer = answers.get(kernel.folder / "spec.py")

@@ -23,6 +23,7 @@ from harness.model.matrix import ABSettings, Target, TimerSettings
 from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceInfo
 from harness.run.pool import Reply
+from harness.sandbox import Confinement, confine
 from harness.spec import Case
 
 
@@ -34,6 +35,7 @@ class WorkerSetup:
     quiet_lock: Path | None = None  # the file lock the GPU's workers time under (quiet.py)
     ahead_bytes: int | None = None  # host memory for cases prepared ahead; None: its own share
     preload: tuple[str, ...] = ()  # modules its kernel's vendor imports: imported at its start
+    confinement: Confinement | None = None  # what it may touch once it imports a spec
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class _Worker:
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
         from harness.run.quiet import QuietLock
 
+        if setup.confinement is not None:  # first, while this process has one thread: every
+            confine(setup.confinement)  # thread it starts from now on is confined too
         for module in setup.preload:  # beside the CUDA start-up: ready by the vendor's turn
             threading.Thread(target=_import_quietly, args=(module,), daemon=True).start()
         quiet = QuietLock(setup.quiet_lock)
