@@ -111,7 +111,11 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     )
     unwritten = cells["unwritten_nan", "n1024"]  # NaN where NaN is expected, but never written
     assert unwritten.outcome is Outcome.FAILED, unwritten
-    assert "poisoned with 0x5A bytes this time" in unwritten.message, unwritten.message
+    assert unwritten.message == (  # x[::7] are NaN: 147 of 1024, left as the poison was
+        "output 'y' depends on what output 'y' held before the kernel ran: it reads 'y' before "
+        "writing it, or leaves some of it unwritten (147 elements change when 'y' starts with "
+        "other bytes)"
+    )
     word = cells["writes_input", "word"]  # the outputs are right, an input is not
     assert word.outcome is Outcome.FAILED, word
     assert "input 'x' was written by the kernel: 1 of 1001 elements changed, first at (5,)" in (
@@ -129,6 +133,33 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
     assert "wrote 4 bytes before the start of output 'y' (at byte 1..4 before it)" in (
         before.message
     ), before.message
+    # a read one element outside x, whose value the guard zones' 0xA5 bytes leave invisible
+    for dtype in ("f32", "bf16", "i32", "u8"):
+        for side, where in (("after", "past the end of"), ("before", "before the start of")):
+            read = cells["reads_outside", f"{dtype}_{side}"]
+            assert read.outcome is Outcome.FAILED, (dtype, side, read.message)
+            assert read.message == (
+                f"output 'y' depends on memory {where} input 'x' (1 element changes when the "
+                f"bytes {side} 'x' change)"
+            ), (dtype, side)
+            assert read.timing is None
+    ignored = cells["reads_but_ignores", "n1000"]  # reads x[n], and throws it away
+    assert ignored.outcome is Outcome.PASSED, ignored.message
+    assert ignored.timing is not None
+    index = cells["indexes_outside", "n1000"]  # indexes by what it read past the end of idx
+    assert index.outcome is Outcome.FAILED, index
+    assert index.message.startswith(
+        "right on the verified launch, it failed on a launch of the same inputs with the memory "
+        "around its buffers changed"
+    ), index.message
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in index.message, index.message
+    first = cells["reads_output_first", "n1000"]  # fmaxf(y, x): the NaN poison hid it
+    assert first.outcome is Outcome.FAILED, first
+    assert first.message == (
+        "output 'y' depends on what output 'y' held before the kernel ran: it reads 'y' before "
+        "writing it, or leaves some of it unwritten (1000 elements change when 'y' starts with "
+        "other bytes)"
+    )
     nan = cells["nan_result", "n1024"]
     assert nan.outcome is Outcome.FAILED and "got np.float32(nan)" in nan.message, nan
     # every case after a fault ran in a fresh worker, and the good kernels still pass
@@ -140,12 +171,15 @@ def test_faulting_kernels_fail_their_own_cells_and_the_run_goes_on(
 
 
 def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolchain, gpu, tmp_path):
+    """Under the tool each buffer is an allocation of exactly its size: a write or a read one
+    element past the end, inside a guard zone in `test`, is out of bounds to memcheck."""
     try:
         sanitizer = find_compute_sanitizer(toolchain)
     except SanitizerMissing as error:
         pytest.skip(str(error))
     kernels = tmp_path / "kernels"
-    shutil.copytree(FAULTS / "planted_faults" / "oob_write", kernels / "faults" / "oob_write")
+    for fault in ("oob_write", "writes_past_end", "reads_outside"):
+        shutil.copytree(FAULTS / "planted_faults" / fault, kernels / "faults" / fault)
     shutil.copytree(PLANTED / "planted" / "add_one", kernels / "planted" / "add_one")
     options = RunOptions(
         matrix.targets["sm_90a"], (kernels,), tmp_path / "reports", tmp_path / "cache"
@@ -155,6 +189,14 @@ def test_sanitize_finds_the_planted_oob_write_and_passes_add_one(matrix, toolcha
     oob = cells["faults.oob_write", "n1024[sm_90a]:memcheck"]
     assert oob.outcome is Outcome.FAILED, (oob.message, oob.detail)
     assert "Invalid __global__ write" in oob.message, (oob.message, oob.detail)
+    past = cells["faults.writes_past_end", "after[sm_90a]:memcheck"]  # y[n]: 4000 bytes in
+    assert past.outcome is Outcome.FAILED, (past.message, past.detail)
+    assert past.message.startswith("memcheck: "), past.message
+    assert "Invalid __global__ write of size 4 bytes" in past.message, (past.message, past.detail)
+    assert "writes_past_end.cu:7" in past.detail, past.detail
+    read = cells["faults.reads_outside", "f32_after[sm_90a]:memcheck"]  # x[n]: 4000 bytes in
+    assert read.outcome is Outcome.FAILED, (read.message, read.detail)
+    assert "Invalid __global__ read of size 4 bytes" in read.message, (read.message, read.detail)
     for tool in matrix.sanitize.tools:
         cell = cells["planted.add_one", f"n1[sm_90a]:{tool.value}"]
         assert cell.outcome is Outcome.PASSED, (cell.message, cell.detail)

@@ -148,6 +148,19 @@ def test_the_log_gives_the_count_and_the_first_finding(tool, log, expected, head
     assert (found is None) is (headline is None)
 
 
+def test_memcheck_pads_every_allocation_so_an_access_past_one_lands_in_none():
+    """Each buffer is an allocation of exactly its size under the tool (no guard zones); the
+    padding keeps the next allocation from starting where one ends."""
+    program = ["python", "-m", "harness.run.sanitized_case"]
+    log = Path("log")
+    memcheck = compute_sanitizer.command(Path("cs"), Tool.MEMCHECK, log, program)
+    at = memcheck.index("--padding")
+    assert int(memcheck[at + 1]) == compute_sanitizer.PADDING_BYTES >= 256
+    assert memcheck[-3:] == program and memcheck[:3] == ["cs", "--tool", "memcheck"]
+    for tool in (Tool.RACECHECK, Tool.SYNCCHECK, Tool.INITCHECK):  # a memcheck option only
+        assert "--padding" not in compute_sanitizer.command(Path("cs"), tool, log, program)
+
+
 CASE_WHERE = Provenance(runner="case-process")
 
 
@@ -199,16 +212,18 @@ def _report(outcome="passed", message="", skip_reason=None) -> str:
             Tool.MEMCHECK,
             NEVER_STARTED,
             Finished(255, "", "no CUDA device: RuntimeError\n"),
-            Outcome.FAILED,
-            "compute-sanitizer printed no ERROR SUMMARY line (exited with status 255): "
+            Outcome.ERROR,
+            "memcheck could not judge the case: compute-sanitizer printed no ERROR SUMMARY line "
+            "(exited with status 255): "
             "Error: Target application terminated before first instrumented API call",
         ),
         (
             Tool.SYNCCHECK,
             CLEAN,
             Finished(1, "", "Traceback ...\nImportError: no cuda\n"),
-            Outcome.FAILED,
-            "the case process reported nothing: ImportError: no cuda",
+            Outcome.ERROR,
+            "synccheck could not judge the case: the case process reported nothing: "
+            "ImportError: no cuda",
         ),
         (
             Tool.SYNCCHECK,
@@ -240,9 +255,9 @@ def _report(outcome="passed", message="", skip_reason=None) -> str:
             Tool.RACECHECK,
             "",
             Finished(1, "", "the argument for option '--racecheck-report' is invalid\n"),
-            Outcome.FAILED,
-            "compute-sanitizer printed no RACECHECK SUMMARY line (exited with status 1): "
-            "the argument for option '--racecheck-report' is invalid",
+            Outcome.ERROR,
+            "racecheck could not judge the case: compute-sanitizer printed no RACECHECK SUMMARY "
+            "line (exited with status 1): the argument for option '--racecheck-report' is invalid",
         ),
     ],
 )
@@ -410,8 +425,9 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
     assert hung.outcome is Outcome.FAILED and hung.message.startswith("timeout: "), hung.message
     assert hung.seconds >= 3
     assert _gone(int(sleeper.read_text()))  # the whole process group went
-    never = cells["n1[sm_90a]:initcheck"]
-    assert never.outcome is Outcome.FAILED
+    never = cells["n1[sm_90a]:initcheck"]  # a tool that cannot run: an error, named
+    assert never.outcome is Outcome.ERROR
+    assert never.message.startswith("initcheck could not judge the case: compute-sanitizer ")
     assert "no ERROR SUMMARY line (exited with status 255)" in never.message
     assert not result.ok
 
@@ -439,6 +455,12 @@ def test_each_tool_run_becomes_its_cell(matrix, toolchain, add_one_only, compile
         "Invalid __global__ write" in cases["add_one::n1[sm_90a]:memcheck"].find("system-out").text
     )
     assert cases["add_one::n1[sm_90a]:racecheck"].find("failure") is None
+    unjudged = cases["add_one::n1[sm_90a]:initcheck"]
+    assert unjudged.find("failure") is None
+    assert unjudged.find("error").get("message").startswith("initcheck could not judge")
+    for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):  # JUnit names each tool
+        properties = cases[f"add_one::n1[sm_90a]:{tool}"].iter("property")
+        assert {p.get("name"): p.get("value") for p in properties}["tool"] == tool
     shown = {
         p.get("name"): p.get("value")
         for p in cases["add_one::n1[sm_90a]:memcheck"].iter("property")

@@ -11,9 +11,11 @@ from harness.model.result import SpecError
 from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,
+    changed_elements,
     check_reference_fits,
     checked_work,
     compare,
+    mismatch_count,
     tolerance_for,
     unchanged,
 )
@@ -192,3 +194,37 @@ def test_low_precision_floats_are_judged_as_in_float64():
     expected = np.count_nonzero(~(np.abs(wide[0] - wide[1]) <= 1e-2 + 1e-2 * np.abs(wide[1])))
     assert expected > 1000
     assert f"y: {expected} of 10000 elements differ" in compare("y", got, want, None)
+
+
+def test_the_mismatch_count_is_compares_and_takes_a_tolerance_or_the_dtypes():
+    want = np.linspace(-1, 1, 1000, dtype=np.float32)
+    got = want.copy()
+    got[[3, 500]] += np.float32(0.01)  # beyond float32's 1e-4, within a 0.1 tolerance
+    got[7] = np.nan
+    assert mismatch_count(got, want, None) == 3
+    assert mismatch_count(got, want, Tolerance(rtol=0.1, atol=0.1)) == 1  # NaN still counts
+    assert "3 of 1000 elements differ" in compare("y", got, want, None)
+    assert mismatch_count(np.array([1, 2], np.uint8), np.array([1, 3], np.uint8), None) == 1
+
+
+@pytest.mark.parametrize("dtype", [bfloat16, np.float32, np.float64])
+def test_changed_elements_are_floats_whose_value_changed(dtype):
+    before = np.array([1.0, np.nan, -0.0, 4.0, 2.0], np.float32).astype(dtype)
+    after = before.copy()
+    assert changed_elements(before, after) == 0
+    after[1] = -np.nan  # a NaN of another sign: still NaN
+    after[2] = 0.0  # +0 for -0: what 0 * x gives for an x of the other sign
+    after[3] = 5.0
+    after[4] = np.nan
+    assert changed_elements(before, after) == 2
+
+
+def test_changed_elements_are_anything_else_bit_for_bit():
+    grid = np.zeros((3, 4), np.int32)
+    moved = grid.copy()
+    moved[2, 3] = 1
+    assert changed_elements(grid, moved) == 1
+    pair = np.dtype([("key", "<i4"), ("value", "<f4")])
+    kept, rewritten = np.zeros(3, pair), np.zeros(3, pair)
+    rewritten["value"][1] = -0.0
+    assert changed_elements(kept, rewritten) == 1

@@ -50,10 +50,18 @@ from harness.run.launch import (
 from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
+from harness.run.stray import Extreme, said, stray_reads
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
-from harness.run.verify import check_reference_fits, checked_work, compare, unchanged
+from harness.run.verify import (
+    changed_elements,
+    check_reference_fits,
+    checked_work,
+    compare,
+    mismatch_count,
+    unchanged,
+)
 from harness.spec import Case, DeviceLimits, DeviceUnsupported, Launch, Problem, StreamRef
 
 T = TypeVar("T")
@@ -137,11 +145,15 @@ class GpuRuntime:
         host_threads: int | None = None,
         quiet: QuietLock | None = None,
         ahead_bytes: int | None = None,
+        guarded: bool = True,
     ):
         """`quiet`: the lock the GPU's other workers time under (this process's own if None);
-        `ahead_bytes`: the host memory that cases prepared ahead may hold (ahead_memory())."""
+        `ahead_bytes`: the host memory that cases prepared ahead may hold (ahead_memory());
+        `guarded`: buffers between guard zones, checked for writes and reads past either end
+        (else each an allocation of exactly its size, for a sanitizer to watch)."""
         self.info = info
         self.timer = timer
+        self.guarded = guarded
         self._quiet = quiet or QuietLock()  # held while timing
         # The context and stream launch nothing; what allocates or launches waits for the GPU's
         # other workers to finish timing.
@@ -371,7 +383,7 @@ class GpuRuntime:
         made of (a buffer name unknown, an argument of the wrong type) is the spec's error."""
         check_fits(problem, self.info)
         try:
-            return Workspace(self.device, self.stream, module, problem)
+            return Workspace(self.device, self.stream, module, problem, self.guarded)
         except Unlaunchable as error:
             raise SpecError(
                 f"{kernel.classname}: the problem setup() made cannot be launched: {error}"
@@ -539,9 +551,33 @@ class GpuRuntime:
                 got, want = actual[name], expected[name]
                 if msg := compare(name, got, want, case.tolerance_of(name), self.cores):
                     problems.append(msg)
+            if not problems and workspace.guarded:
+                trials = _Trials(self, workspace, case, actual, expected)
+                problems += self._stray_reads(workspace, trials, outputs)
+                guards = self.digests.of(workspace.guards)  # as filled again
         if problems:
             cell.settle(KernelFailed("; ".join(problems)))
         return workspace, _Verified(outputs, expected, guards)
+
+    def _stray_reads(
+        self, workspace: Workspace, trials: _Trials, verified: Mapping[str, int]
+    ) -> list[str]:
+        """What the outputs depend on outside the buffers (harness.run.stray), as the cell says
+        it; the guard zones and outputs as they were for the verified run afterwards. A fault
+        on the way fails the case, saying what the run had changed."""
+        try:
+            found = stray_reads(trials, workspace.stray_sources(), verified)
+            workspace.prime({})
+        except Exception as error:  # the kernel's fault: the context is likely gone
+            message, detail = describe_exception(error)
+            raise CudaError(
+                "right on the verified launch, it failed on a launch of the same inputs with "
+                "the memory around its buffers changed (each guard zone, and each output before "
+                "the run, filled with its dtype's largest, then smallest value; a kernel that "
+                f"reads there and indexes or loops by what it read faults so): {message}",
+                detail,
+            ) from error
+        return [said(dependence, workspace.kind_of) for dependence in found]
 
     def _guards_written(self, workspace: Workspace, filled: Mapping[str, int]) -> list[str]:
         """What the runs since `filled` (the guards' digests then) wrote into any guard zone."""
@@ -555,6 +591,34 @@ class GpuRuntime:
         before = workspace.problem.inputs[name]
         found = unchanged(name, before, workspace.download(name, self.staging), self.cores)
         return found or f"input {name!r} was written by the kernel (its digest changed)"
+
+
+@dataclass(frozen=True)
+class _Trials:
+    """The runs of harness.run.stray over a workspace: its inputs as verified, the guard zones
+    and outputs primed as each run asks."""
+
+    runtime: GpuRuntime
+    workspace: Workspace
+    case: Case
+    verified: Mapping[str, np.ndarray]  # the outputs of the verified run
+    expected: Mapping[str, np.ndarray]
+
+    def run(self, loud: Mapping[str, Extreme]) -> Mapping[str, int]:
+        workspace = self.workspace
+        workspace.prime(loud)
+        workspace.reset_scratch()
+        workspace.run()
+        self.runtime.stream.sync()
+        return self.runtime.digests.of(workspace.extents(workspace.problem.outputs))
+
+    def changed(self, output: str) -> int:
+        return changed_elements(self.verified[output], self.workspace.download(output))
+
+    def wrong(self, output: str) -> int:
+        got, want = self.workspace.download(output), self.expected[output]
+        tolerance = self.case.tolerance_of(output)
+        return mismatch_count(got, want, tolerance, self.runtime.cores)
 
 
 class _Spent:

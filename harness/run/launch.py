@@ -7,7 +7,7 @@ copies of numpy arrays.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from harness.model.matrix import Target
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
 from harness.run.packing import bits_of, packed, scalar_problem, struct_problem, texture_problem
+from harness.run.stray import CONTENTS, Extreme, extreme_fill
 from harness.spec import (
     Arg,
     Buf,
@@ -62,6 +63,9 @@ SECOND_POISON_BYTE = 0x5A
 # Guard zones: every buffer sits between two of these, inside its own allocation, so that a write
 # past either end lands in a guard (not in the allocation's rounding, where it would pass). 256
 # bytes keep each buffer at the allocation's 256-byte alignment, which TMA and vector loads need.
+# A read of a guard is found by filling it with other values for a run (harness.run.stray).
+# Under a sanitizer a workspace has none: each buffer is an allocation of exactly its size, so
+# that the tool, which knows each allocation's size, sees an access past either end.
 GUARD_BYTES = 256
 GUARD_BYTE = 0xA5  # what a guard holds; any other byte there was written by the kernel
 
@@ -221,10 +225,22 @@ def check_fits(problem: Problem, info: DeviceInfo) -> None:
 
 
 class Workspace:
-    """The device buffers and launch arguments of one Problem, ready to run again and again."""
+    """The device buffers and launch arguments of one Problem, ready to run again and again.
 
-    def __init__(self, device: Device, stream: Stream, module: Module, problem: Problem):
+    `guarded`: each buffer between two guard zones (GUARD_BYTES of GUARD_BYTE) inside its
+    allocation; else each buffer an allocation of exactly its size, for a sanitizer to watch.
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        stream: Stream,
+        module: Module,
+        problem: Problem,
+        guarded: bool = True,
+    ):
         self.device, self.stream, self.problem = device, stream, problem
+        self.guarded = guarded
         self._allocations: dict[str, Buffer] = {}  # each buffer with its guards, owned
         self.buffers: dict[str, Buffer] = {}  # what the kernel gets, between its guards
         self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
@@ -236,6 +252,9 @@ class Workspace:
             # a texture's memory starts at the device's texture alignment (512 bytes on an
             # H200), more than an allocation promises: its guard before grows to reach it
             align = device.properties.texture_alignment if name in textured else 1
+            if not guarded:
+                self._allocate_exactly(name, array.nbytes, align)
+                continue
             whole = device.allocate(array.nbytes + 2 * GUARD_BYTES + align - 1, stream=stream)
             start = int(whole.handle)
             before = GUARD_BYTES + (-(start + GUARD_BYTES) % align)
@@ -258,6 +277,19 @@ class Workspace:
         self.reset_accumulated()
         self.steps = [self._step(module, one) for one in problem.launches]
         stream.sync()
+
+    def _allocate_exactly(self, name: str, nbytes: int, align: int) -> None:
+        """The buffer `name` as an allocation of its own size (one byte if empty); a texture's,
+        where the allocation does not start at the texture alignment, with the bytes before
+        that start (a texture is read through its object, which never reaches past the end)."""
+        whole = self.device.allocate(max(nbytes, 1), stream=self.stream)
+        start = int(whole.handle)
+        if start % align:
+            whole.close(self.stream)
+            whole = self.device.allocate(nbytes + align - 1, stream=self.stream)
+            start = int(whole.handle) + (-int(whole.handle) % align)
+        self._allocations[name] = whole
+        self.buffers[name] = Buffer.from_handle(start, max(nbytes, 1), owner=whole)
 
     def refill(self, problem: Problem) -> bool:
         """Take `problem`'s inputs and scratch into these very buffers (the kernel sees the same
@@ -460,11 +492,46 @@ class Workspace:
     def poison_outputs(self, byte: int = POISON_BYTE) -> None:
         """Fill every output with `byte`, so an element the next run does not write fails; an
         accumulated output is zeroed before each run instead (reset_accumulated)."""
-        for name, array in self.problem.outputs.items():
-            if name in self.problem.accumulated:
-                continue
-            if array.nbytes:  # an empty output's one byte of view is its after-guard's first
-                self.buffers[name].fill(byte, stream=self.stream)
+        for name in self._poisoned():
+            self.buffers[name].fill(byte, stream=self.stream)
+
+    def _poisoned(self) -> list[str]:
+        """The outputs filled with poison before a run: not the accumulated (zeroed), nor the
+        empty (an empty output's one byte of view is its after-guard's first)."""
+        return [
+            name
+            for name, array in self.problem.outputs.items()
+            if name not in self.problem.accumulated and array.nbytes
+        ]
+
+    def stray_sources(self) -> list[str]:
+        """What no output may depend on: each guard zone ("x:after") and each poisoned output's
+        bytes before the run ("y:contents")."""
+        return [*self.guards, *(f"{name}:{CONTENTS}" for name in self._poisoned())]
+
+    def prime(self, loud: Mapping[str, Extreme]) -> None:
+        """Before a run: every guard zone filled with GUARD_BYTE and every output poisoned, as
+        for the verified run, but for the sources in `loud` (stray_sources' names), each element
+        of those its buffer dtype's extreme."""
+        for key, (guard, _) in self.guards.items():
+            name = key.rsplit(":", 1)[0]
+            _fill(guard, loud.get(key), self._array(name).dtype, GUARD_BYTE, self.stream)
+        for name in self._poisoned():
+            extreme = loud.get(f"{name}:{CONTENTS}")
+            dtype = self.problem.outputs[name].dtype
+            _fill(self.buffers[name], extreme, dtype, POISON_BYTE, self.stream)
+
+    def kind_of(self, name: str) -> str:
+        """The group of the buffer `name`: "input", "output" or "scratch"."""
+        return next(
+            kind
+            for kind, group in (
+                ("input", self.problem.inputs),
+                ("output", self.problem.outputs),
+                ("scratch", self.problem.scratch),
+            )
+            if name in group
+        )
 
     def reset_scratch(self) -> None:
         """Before every run: the scratch as given, the accumulated outputs zero."""
@@ -518,15 +585,7 @@ class Workspace:
         )
         self.stream.sync()
         written = np.flatnonzero(found != GUARD_BYTE)
-        kind = next(
-            kind
-            for kind, group in (
-                ("input", self.problem.inputs),
-                ("output", self.problem.outputs),
-                ("scratch", self.problem.scratch),
-            )
-            if name in group
-        )
+        kind = self.kind_of(name)
         if written.size == 0:  # rewritten with the guard's own byte: the digest still saw it
             return f"wrote into the guard {side} {kind} {name!r}"
         if side == "after":
@@ -551,6 +610,21 @@ class Workspace:
         for whole in self._allocations.values():
             whole.close(self.stream)
         self._allocations.clear()
+
+
+def _fill(
+    buffer: Buffer, extreme: Extreme | None, dtype: np.dtype, usual: int, stream: Stream
+) -> None:
+    """`buffer` filled with the byte `usual`, or with `dtype`'s `extreme` where one is given
+    (its most significant byte repeated, where the buffer's start or size does not fit the
+    extreme's word)."""
+    if extreme is None:
+        buffer.fill(usual, stream=stream)
+        return
+    word = extreme_fill(dtype, extreme)
+    if int(buffer.handle) % len(word) or buffer.size % len(word):
+        word = word[-1:]
+    buffer.fill(word[0] if len(word) == 1 else word, stream=stream)
 
 
 def _textured(problem: Problem) -> set[str]:

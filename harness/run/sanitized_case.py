@@ -1,5 +1,6 @@
-"""The case process compute-sanitizer watches: one case run once, untimed, its cell printed as
-one JSON line (the result model's form) for the sanitize command to read back.
+"""The case process compute-sanitizer watches: one case run once, untimed, with each buffer an
+allocation of exactly its size (no guard zones), its cell printed as one JSON line (the result
+model's form) for the sanitize command to read back.
 
     python -m harness.run.sanitized_case <spec.py> <case> <target> <binary> --matrix M
 """
@@ -43,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     (case,) = [c for c in kernel.spec.cases if c.name == args.case]
     from harness.run.case import GpuRuntime  # cuda-python, where a device is known to exist
 
-    runtime = GpuRuntime(device, matrix.timer)
+    # no guard zones: each buffer an allocation of exactly its size, so that the tool sees an
+    # access one byte past either end (inside a guard zone, it would be in bounds)
+    runtime = GpuRuntime(device, matrix.timer, guarded=False)
     target = matrix.target(args.target)
     where = Provenance(runner="case-process")  # the parent's provenance replaces it
     cell, _ = runtime.run_case(kernel, case, target, args.binary, where, timed=False)

@@ -1,10 +1,12 @@
 """NVIDIA's compute-sanitizer: where it is, how it is called, and what its log says.
 
-Order: $COMPUTE_SANITIZER (if set, it must work), then beside the toolchain's nvcc, then
-$CUDA_HOME's and /usr/local/cuda's, then PATH. The log is read by its summary line, never by the
+Order: $COMPUTE_SANITIZER (if set, it must work), then in the toolchain's real toolkit (behind a
+wrapper nvcc too) and its wheels, then $CUDA_HOME's and /usr/local/cuda's, then PATH. The log is read by its summary line, never by the
 exit status alone: `ERROR SUMMARY: N errors` (memcheck, synccheck, initcheck), and racecheck's
 `RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)`; `diagnose` makes a run's
-outcome of it, beside the case's own cell (harness.run.sanitized_case prints it).
+outcome of it, beside the case's own cell (harness.run.sanitized_case prints it). A run that
+left no summary line, or whose case process printed no cell, judged nothing: an error cell that
+names the tool, never a pass.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from harness.processes import Finished, describe_exit
 _EXE = "compute-sanitizer"
 STANDARD = Path("/usr/local/cuda")  # where the toolkit's installers put it
 ERROR_EXIT = 86  # what compute-sanitizer exits with when it found errors
+# memcheck's room after each allocation that belongs to none: without it, an access just past
+# one buffer may land at the start of the next allocation, which is in bounds to the tool.
+PADDING_BYTES = 4096
 PRINT_LIMIT = 10  # findings printed in full; the summary still counts every one
 LOG_CHARS = 20_000  # of a log kept in the cell: the findings lead it, the summary ends it
 
@@ -70,9 +75,9 @@ def find_compute_sanitizer(
             )
         return named
     candidates = []
-    if isinstance(toolchain, Toolchain):
-        bin_dir = toolchain.nvcc.parent
-        candidates += [bin_dir / "compute-sanitizer", bin_dir.parent / "compute-sanitizer" / _EXE]
+    if isinstance(toolchain, Toolchain):  # its real toolkit and wheels, not a wrapper's folder
+        candidates += [folder / _EXE for folder in toolchain.tool_dirs]
+        candidates.append(toolchain.root / "compute-sanitizer" / _EXE)
     if env.get("CUDA_HOME"):
         candidates.append(Path(env["CUDA_HOME"]) / "compute-sanitizer" / _EXE)
     candidates.append(STANDARD / "compute-sanitizer" / _EXE)
@@ -120,6 +125,8 @@ def command(sanitizer: Path, tool: Tool, log_file: Path, program: list[str]) -> 
     if tool is Tool.RACECHECK:
         # One report per race between two accesses (the default), not one per hazard.
         options += ["--racecheck-report", "analysis"]
+    if tool is Tool.MEMCHECK:
+        options += ["--padding", str(PADDING_BYTES)]
     return options + program
 
 
@@ -183,6 +190,11 @@ def diagnose(
     def failed(message: str) -> Diagnosis:
         return Diagnosis(Outcome.FAILED, message, None, findings)
 
+    def unjudged(message: str) -> Diagnosis:  # the tool or the case process broke: no verdict
+        return Diagnosis(
+            Outcome.ERROR, f"{tool.value} could not judge the case: {message}", None, findings
+        )
+
     headline = first_finding(log)
     # The tool's complaints about its own command line, and the case process's traceback.
     complaint = (finished.stderr.strip().splitlines() or [""])[-1]
@@ -197,10 +209,10 @@ def diagnose(
         if finished.status == ERROR_EXIT:
             how += ", its code for errors found"
         said = f": {headline or complaint}" if headline or complaint else ""
-        return failed(f"compute-sanitizer printed no {summary_line(tool)} line ({how}){said}")
+        return unjudged(f"compute-sanitizer printed no {summary_line(tool)} line ({how}){said}")
     if case is None:
         why = complaint or describe_exit(finished.status)
-        return failed(f"the case process reported nothing: {why}")
+        return unjudged(f"the case process reported nothing: {why}")
     if case.outcome is Outcome.SKIPPED:
         return Diagnosis(case.outcome, case.message, case.skip_reason, findings)
     if case.outcome is Outcome.ERROR:  # the spec broke: a clean log of half a case proves nothing

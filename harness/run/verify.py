@@ -105,10 +105,7 @@ def compare(
     Both NaN is a match, and so are equal infinities; a NaN against a number is not.
     """
     tolerance = tolerance if tolerance is not None else tolerance_for(expected.dtype)
-    got, want = _flat(actual), _flat(expected)
-    count = sum(
-        _spread(cores, lambda part: _mismatches(got[part], want[part], tolerance), got.size)
-    )
+    count = mismatch_count(actual, expected, tolerance, cores)
     if count == 0:
         return None
     bad = _mismatch_mask(actual, expected, tolerance)
@@ -128,6 +125,34 @@ def compare(
         f"max abs error {_largest(abs_error):.6g}, max rel error {_largest(rel_error):.6g}; "
         f"first at {first}"
     )
+
+
+def mismatch_count(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    tolerance: Tolerance | None,
+    cores: Executor | None = None,
+) -> int:
+    """How many elements of `actual` are beyond `tolerance` (its dtype's default when None) of
+    `expected`, as compare() counts them."""
+    tolerance = tolerance if tolerance is not None else tolerance_for(expected.dtype)
+    got, want = _flat(actual), _flat(expected)
+    return sum(_spread(cores, lambda part: _mismatches(got[part], want[part], tolerance), got.size))
+
+
+def changed_elements(before: np.ndarray, after: np.ndarray) -> int:
+    """How many elements changed value: floats by value, +0 and -0 being one and every NaN
+    another (a zero mask times a stray value changes no element, whatever the value's sign),
+    anything else bit for bit."""
+    if tolerance_for(before.dtype) is not None:  # a float
+        work = _working_dtype(before.dtype)
+        old, new = _flat(before).astype(work), _flat(after).astype(work)
+        with np.errstate(invalid="ignore"):
+            same = (old == new) | (np.isnan(old) & np.isnan(new))
+        return int(np.count_nonzero(~same))
+    width = max(before.dtype.itemsize, 1)
+    old, new = (_flat(a).view(np.uint8).reshape(-1, width) for a in (before, after))
+    return int(np.count_nonzero((old != new).any(axis=1)))
 
 
 def _flat(array: np.ndarray) -> np.ndarray:
