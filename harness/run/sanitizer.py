@@ -1,12 +1,12 @@
 """NVIDIA's compute-sanitizer: where it is, how it is called, and what its log says.
 
 Order: $COMPUTE_SANITIZER (if set, it must work), then in the toolchain's real toolkit (behind a
-wrapper nvcc too) and its wheels, then $CUDA_HOME's and /usr/local/cuda's, then PATH. The log is read by its summary line, never by the
-exit status alone: `ERROR SUMMARY: N errors` (memcheck, synccheck, initcheck), and racecheck's
-`RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)`; `diagnose` makes a run's
-outcome of it, beside the case's own cell (harness.run.sanitized_case prints it). A run that
-left no summary line, or whose case process printed no cell, judged nothing: an error cell that
-names the tool, never a pass.
+wrapper nvcc too) and its wheels, then $CUDA_HOME's and /usr/local/cuda's, then PATH. The log is
+read by its summary line, never by the exit status alone: `ERROR SUMMARY: N errors` (memcheck,
+synccheck, initcheck), and racecheck's `RACECHECK SUMMARY: N hazards displayed (E errors, W
+warnings)`; `diagnose` makes a run's outcome of it, beside the case's own cell
+(harness.run.sanitized_case prints it). A run that left no summary line, or whose case process
+printed no cell, judged nothing: an error cell that names the tool, never a pass.
 """
 
 from __future__ import annotations
