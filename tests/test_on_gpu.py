@@ -13,12 +13,16 @@ import time
 import numpy as np
 import pytest
 
+from harness import sandbox
 from harness.commands.sanitize import sanitize_target
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
+from harness.compile.nvcc import mac_key_file
 from harness.model.result import Outcome
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT
+
+HOSTILE = ROOT / "tests" / "fixtures" / "hostile"
 
 
 def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
@@ -234,6 +238,42 @@ def test_a_spec_that_replaces_the_comparison_reaches_no_other_kernel(
     wrong = cells["wrong_answer", "n1000"]
     assert wrong.outcome is Outcome.FAILED, wrong
     assert "y: 10 of 1000 elements differ" in wrong.message
+
+
+@pytest.mark.skipif(sandbox.unavailable() is not None, reason="no-landlock")
+def test_a_hostile_spec_on_the_gpu_is_confined_in_workers_and_under_the_sanitizer(
+    matrix, toolchain, gpu, tmp_path
+):
+    """The workers of `test` and the case process of `sanitize` import the spec too: there, as
+    in the parent, its writes to the cache, reports and trees are denied, and CUDA still runs
+    its kernel inside the confinement."""
+    try:
+        sanitizer = find_compute_sanitizer(toolchain)
+    except SanitizerMissing as error:
+        pytest.skip(str(error))
+    kernels = tmp_path / "kernels"
+    shutil.copytree(PLANTED / "planted" / "add_one", kernels / "planted" / "add_one")
+    shutil.copytree(HOSTILE / "hostile" / "forger", kernels / "hostile" / "forger")
+    log = tmp_path / "scratch" / "log"
+    log.parent.mkdir()
+    orders = {
+        "targets": [str(tmp_path / "cache"), str(tmp_path / "reports"), str(kernels / "planted")],
+        "secret": str(mac_key_file(tmp_path / "cache")),
+        "log": str(log),
+    }
+    (kernels / "hostile" / "forger" / "orders.json").write_text(json.dumps(orders))
+    options = RunOptions(
+        matrix.targets["sm_90a"], (kernels,), tmp_path / "reports", tmp_path / "cache"
+    )
+    tested = run_target(matrix, options, toolchain, [gpu])
+    imports = len(log.read_text().splitlines())
+    sanitized = sanitize_target(matrix, options, toolchain, gpu, sanitizer)
+    attempts = log.read_text().splitlines()
+    assert len(attempts) > imports, "the sanitizer's case process never imported the spec"
+    landed = [line for line in attempts if not line.startswith("denied ")]
+    assert not landed, landed
+    for cell in [*tested.cells, *sanitized.cells]:
+        assert cell.outcome is Outcome.PASSED, (cell.kernel, cell.case, cell.message, cell.detail)
 
 
 # Cases of 20 us or more without scratch (NVBench cannot reset scratch between its samples).

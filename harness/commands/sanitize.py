@@ -50,6 +50,7 @@ from harness.model.result import (
 from harness.report import store
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo
+from harness.sandbox import Confinement
 
 # where the case process imports the harness from: the folder that holds this package
 HARNESS_PARENT = Path(__file__).resolve().parents[2]
@@ -93,6 +94,7 @@ def sanitize_target(
         matrix, options, files, "cuda-matrix-sanitize", toolchain, device, run_cells, tool_path
     )
     report, where, stage = started.report, started.where, started.stage
+    confinement = started.confinement
     with ThreadPoolExecutor(PARALLEL) as pool:
         # Every run is queued at once, so the pool stays busy across kernels; cells are taken
         # back in kernel order, and each kernel's are on disk before the next is awaited.
@@ -111,7 +113,7 @@ def sanitize_target(
                 continue
             assert isinstance(device, DeviceInfo)  # runnable_binary raised otherwise
             runs = [
-                _Run(sanitizer, tool, kernel, case.name, target, binary, device, where)
+                _Run(sanitizer, tool, kernel, case.name, target, binary, device, where, confinement)
                 for tool in tools
             ]
             queued.append([pool.submit(_sanitize, run, matrix) for run in runs])
@@ -133,6 +135,7 @@ class _Run:
     binary: Path
     device: DeviceInfo
     provenance: Provenance
+    confinement: Confinement | None  # what the case process may touch once it imports the spec
 
 
 def _sanitize(run: _Run, matrix: Matrix) -> Cell:
@@ -150,6 +153,7 @@ def _sanitize(run: _Run, matrix: Matrix) -> Cell:
         str(matrix.path.resolve()),
         "--device",
         str(run.device.ordinal),
+        *(["--confine", run.confinement.to_json()] if run.confinement else []),
     ]
     path = os.pathsep.join(filter(None, [str(HARNESS_PARENT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}

@@ -3,6 +3,7 @@ allocation of exactly its size (no guard zones), its cell printed as one JSON li
 model's form) for the sanitize command to read back.
 
     python -m harness.run.sanitized_case <spec.py> <case> <target> <binary> --matrix M
+        [--confine '<confinement JSON>']
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from harness.model.discovery import KernelFolder, load_kernel
 from harness.model.matrix import load_matrix
 from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceMissing, probe
+from harness.sandbox import Confinement, confine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("binary", type=Path, help="the kernel's build for that target")
     parser.add_argument("--matrix", type=Path, required=True)
     parser.add_argument("--device", type=int, default=0, help="the device ordinal")
+    parser.add_argument(
+        "--confine", type=Confinement.from_json, help="what the spec may touch (harness.sandbox)"
+    )
     args = parser.parse_args(argv)
+    if args.confine is not None:  # before the spec's code runs, as the test's workers do
+        confine(args.confine)
     matrix = load_matrix(args.matrix)
     try:
         device = probe(matrix, args.device)
