@@ -241,6 +241,11 @@ def confine(confinement: Confinement) -> None:
         for root in confinement.read_only:  # carved out of the writes, not of the reads
             for path in grants(_real(root), hidden):
                 _add_rule(libc, ruleset, path, _READ_FILE)
+        # Its own /proc entry, resolved now to this process's id: the CUDA driver names each
+        # thread it starts in /proc/self/task/<tid>/comm, and cuInit fails where it cannot.
+        own = Path("/proc/self")
+        if own.exists():
+            _add_rule(libc, ruleset, own.resolve(), write | _READ_FILE)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise SandboxUnavailable(f"no_new_privs: {os.strerror(ctypes.get_errno())}")
         if libc.syscall(_RESTRICT_SELF, ruleset, 0) != 0:

@@ -24,7 +24,7 @@ needs_landlock = pytest.mark.skipif(WHY is not None, reason=f"no-landlock: {WHY}
 
 # A program that tries each access and prints one word for each: ok or denied.
 PROBE = """
-import os, sys
+import os, sys, threading
 from pathlib import Path
 def attempt(name, act):
     try:
@@ -41,6 +41,10 @@ attempt("rename-into-kept", lambda: os.replace(base / "scratch" / "made", base /
 attempt("read-hidden", lambda: (base / "cache" / "key").read_bytes())
 attempt("write-scratch", lambda: (base / "scratch" / "more").write_bytes(b"mine"))
 attempt("read-elsewhere", lambda: Path(sys.executable).read_bytes()[:4])
+# the CUDA driver names its threads so; its own /proc entry is no way around the confinement
+thread = f"/proc/self/task/{threading.get_native_id()}/comm"
+attempt("name-own-thread", lambda: Path(thread).write_text("probe"))
+attempt("write-kept-via-proc", lambda: Path(f"/proc/self/root{base}/cache/entry").write_bytes(b"x"))
 """
 
 
@@ -74,6 +78,8 @@ def test_a_confined_process_reads_and_writes_only_what_it_is_given(tmp_path):
         "read-hidden": "denied",
         "write-scratch": "ok",
         "read-elsewhere": "ok",
+        "name-own-thread": "ok",
+        "write-kept-via-proc": "denied",
     }
     assert (tmp_path / "cache" / "entry").read_bytes() == b"built"
 
