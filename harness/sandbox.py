@@ -3,14 +3,15 @@ read and write.
 
 A spec is the user's Python, imported in processes of its own (its declaration, its check, its
 GPU worker, its sanitized case). Confined, such a process cannot write the compile cache, the
-reports or the project, nor read the cache's key: what the harness trusts stays the harness's.
+reports or the project: what the harness trusts stays the harness's.
 Landlock is the Linux kernel's own sandbox for unprivileged processes (5.13 and later); a
 process confines itself, irrevocably, and its children inherit the confinement.
 
 Landlock grants access by trees: a right given to a folder holds for everything beneath it. A
-tree to keep out of a grant (the cache inside a temporary folder, a key inside a readable
-disk) is carved out by granting each of its ancestors' other entries instead; what an ancestor
-holds later, created after the confinement, it does not grant.
+tree to keep out of a write grant (the cache inside a temporary folder) is carved out by
+granting each of its ancestors' other entries instead; what an ancestor holds later, created
+after the confinement, it does not grant. Reads are never carved so: a worker confined before
+the compile must read the builds made after it.
 
     python -m harness.sandbox '<confinement as JSON>' -- program [args...]
 
@@ -58,13 +59,11 @@ class SandboxUnavailable(Exception):
 class Confinement:
     """What a confined process may do with files. `readable`: the trees it may read (None:
     every file); `writable`: the trees it may write in (create, change, remove); `read_only`:
-    trees inside `writable` it may still read but not write; `hidden`: trees it may neither
-    read nor write, wherever they are."""
+    trees inside `writable` it may still read but not write."""
 
     readable: tuple[Path, ...] | None
     writable: tuple[Path, ...]
     read_only: tuple[Path, ...] = ()
-    hidden: tuple[Path, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -72,7 +71,6 @@ class Confinement:
                 "readable": None if self.readable is None else [str(p) for p in self.readable],
                 "writable": [str(p) for p in self.writable],
                 "read_only": [str(p) for p in self.read_only],
-                "hidden": [str(p) for p in self.hidden],
             }
         )
 
@@ -84,7 +82,6 @@ class Confinement:
             readable=None if readable is None else tuple(map(Path, readable)),
             writable=tuple(map(Path, data["writable"])),
             read_only=tuple(map(Path, data.get("read_only", ()))),
-            hidden=tuple(map(Path, data.get("hidden", ()))),
         )
 
 
@@ -99,15 +96,10 @@ def scratch_folders() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(places))
 
 
-def for_specs(protected: Sequence[Path], hidden: Sequence[Path] = ()) -> Confinement:
-    """A spec's process: it reads what it likes but `hidden`, and writes scratch folders only,
-    never inside `protected` (the project, the compile cache, the reports)."""
-    return Confinement(
-        readable=None,
-        writable=scratch_folders(),
-        read_only=tuple(protected),
-        hidden=tuple(hidden),
-    )
+def for_specs(protected: Sequence[Path]) -> Confinement:
+    """A spec's process: it reads what it likes, and writes scratch folders only, never inside
+    `protected` (the project, the compile cache, the reports)."""
+    return Confinement(readable=None, writable=scratch_folders(), read_only=tuple(protected))
 
 
 def _libc() -> ctypes.CDLL:
@@ -217,8 +209,7 @@ def confine(confinement: Confinement) -> None:
     if abi < 3:
         write &= ~_TRUNCATE
     handled = write | _READ_FILE
-    hidden = [_real(p) for p in confinement.hidden]
-    kept_from_writes = [*hidden, *(_real(p) for p in confinement.read_only)]
+    kept_from_writes = [_real(p) for p in confinement.read_only]
     libc = _libc()
     ruleset = libc.syscall(
         _CREATE_RULESET,
@@ -231,16 +222,14 @@ def confine(confinement: Confinement) -> None:
     try:
         readable = confinement.readable if confinement.readable is not None else (Path("/"),)
         for root in readable:
-            for path in grants(_real(root), hidden):
-                _add_rule(libc, ruleset, path, _READ_FILE)
+            _add_rule(libc, ruleset, _real(root), _READ_FILE)
         for root in confinement.writable:
             if not os.path.exists(root):
                 continue  # granting its nearest folder would grant far more than asked
             for path in grants(_real(root), kept_from_writes):
                 _add_rule(libc, ruleset, path, write | _READ_FILE)
         for root in confinement.read_only:  # carved out of the writes, not of the reads
-            for path in grants(_real(root), hidden):
-                _add_rule(libc, ruleset, path, _READ_FILE)
+            _add_rule(libc, ruleset, _real(root), _READ_FILE)
         # Its own /proc entry, resolved now to this process's id: the CUDA driver names each
         # thread it starts in /proc/self/task/<tid>/comm, and cuInit fails where it cannot.
         own = Path("/proc/self")

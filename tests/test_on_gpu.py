@@ -17,7 +17,6 @@ from harness import sandbox
 from harness.commands.sanitize import sanitize_target
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
-from harness.compile.nvcc import mac_key_file
 from harness.model.result import Outcome
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT
@@ -258,7 +257,6 @@ def test_a_hostile_spec_on_the_gpu_is_confined_in_workers_and_under_the_sanitize
     log.parent.mkdir()
     orders = {
         "targets": [str(tmp_path / "cache"), str(tmp_path / "reports"), str(kernels / "planted")],
-        "secret": str(mac_key_file(tmp_path / "cache")),
         "log": str(log),
     }
     (kernels / "hostile" / "forger" / "orders.json").write_text(json.dumps(orders))

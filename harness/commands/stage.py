@@ -9,7 +9,6 @@ CellError (or give Unavailable for a value they lack), and the cell is settled f
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from harness.commands import sharding
 from harness.commands.sharding import ShardRequest
-from harness.compile.nvcc import Compiled, Compiler, cache_mac_key, failure_line, mac_key_file
+from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import declared
 from harness.model.declared import DeclaredCase
@@ -65,18 +64,15 @@ class RunOptions:
 
 def spec_confinement(options: RunOptions) -> Confinement | None:
     """What a spec's processes may touch: they never write the project, the kernel trees, the
-    compile cache or the reports, nor read the cache's key (harness.sandbox); None where this
-    machine cannot confine a process (see sandbox_said)."""
+    compile cache or the reports (harness.sandbox); None where this machine cannot confine a
+    process (see sandbox_said). They may read the cache's MAC key: where they are confined they
+    cannot write an entry to sign, and where they are not, nothing could hide it from them."""
     if unavailable() is not None:
         return None
-    # The key exists before any spec runs: a key yet to be made would hide the folder it is to
-    # be made in, the whole cache. A cache that cannot hold one fails its compile cells later,
-    # naming it; a folder that does not exist yet is kept as its nearest existing one.
-    with contextlib.suppress(OSError, KernelFailed):
-        cache_mac_key(options.cache_dir)
     roots = (options.root,) if options.root else ()
+    # a folder that does not exist yet is kept as its nearest existing one
     protected = (*roots, *options.kernels_roots, options.cache_dir, options.reports_dir)
-    return for_specs(protected, hidden=(mac_key_file(options.cache_dir),))
+    return for_specs(protected)
 
 
 def sandbox_said(confinement: Confinement | None) -> str:

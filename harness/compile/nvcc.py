@@ -744,7 +744,7 @@ class Compiler:
     ) -> sandbox.Confinement | None:
         """What a build's nvcc may touch, where Landlock works (None elsewhere): it reads the
         kernel tree, the toolkit, the header folders and what it runs from; it writes its
-        kernel's cache folder and its own temporary folder; it never reads the cache's key."""
+        kernel's cache folder and its own temporary folder."""
         if not self.confined:
             return None
         compiler = shutil.which(host_compiler(os.environ))
@@ -764,8 +764,6 @@ class Compiler:
             # a path that is not there would stand for its nearest folder: left out
             readable=tuple(dict.fromkeys(path for path in readable if path.exists())),
             writable=(folder, private, Path(os.devnull)),
-            # made before any build (_served): a key not there would hide its nearest folder
-            hidden=tuple(key for key in (mac_key_file(self.cache_dir),) if key.exists()),
         )
 
     def _steps(
