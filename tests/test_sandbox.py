@@ -161,6 +161,26 @@ def test_a_run_confines_its_specs_away_from_the_cache_reports_and_trees(matrix, 
 
 
 @needs_landlock
+def test_a_first_run_keeps_its_cache_not_the_folder_around_it(matrix, tmp_path):
+    """Before a first run neither the cache nor the reports exist: they are made before the
+    specs are confined, so a scratch folder beside them stays writable to a spec."""
+    (tmp_path / "k").mkdir()
+    (tmp_path / "scratch").mkdir()
+    options = RunOptions(
+        matrix.targets["sm_90a"], (tmp_path / "k",), tmp_path / "reports", tmp_path / "cache"
+    )
+    confinement = spec_confinement(options)
+    assert confinement is not None
+    assert (tmp_path / "cache").is_dir() and (tmp_path / "reports").is_dir()
+    writes = "import sys; open(sys.argv[1], 'w').write('mine')"
+    for place, allowed in (("scratch", True), ("cache", False), ("reports", False)):
+        target = tmp_path / place / "file"
+        argv = sandbox.confined(confinement, [sys.executable, "-c", writes, str(target)])
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert (ran.returncode == 0) is allowed, (place, ran.stderr)
+
+
+@needs_landlock
 def test_a_confined_process_reads_what_is_made_after_it(matrix, tmp_path):
     """A GPU worker confines itself before the compile: the builds made later, in folders new
     to the cache, are still its to read (seen failing on the H200 when reads were carved)."""

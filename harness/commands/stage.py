@@ -9,6 +9,7 @@ CellError (or give Unavailable for a value they lack), and the cell is settled f
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -69,8 +70,12 @@ def spec_confinement(options: RunOptions) -> Confinement | None:
     cannot write an entry to sign, and where they are not, nothing could hide it from them."""
     if unavailable() is not None:
         return None
+    # Made now, as the run would make them: a folder not there yet would be kept as its nearest
+    # existing one, and a scratch folder beside it with it. One that cannot be made stays so.
+    for folder in (options.cache_dir, options.reports_dir):
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
     roots = (options.root,) if options.root else ()
-    # a folder that does not exist yet is kept as its nearest existing one
     protected = (*roots, *options.kernels_roots, options.cache_dir, options.reports_dir)
     return for_specs(protected)
 
