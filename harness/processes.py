@@ -35,10 +35,9 @@ def start(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     stderr: Literal["pipe", "stdout", "discard"] = "pipe",
-    text: bool = True,
     stdout: Literal["pipe", "discard"] = "pipe",
     pass_fds: Sequence[int] = (),
-) -> subprocess.Popen:
+) -> subprocess.Popen[str]:
     """`argv` in a session (and process group) of its own, stdin closed, its output piped;
     `stderr` "pipe" apart, "stdout" into stdout, or "discard"; `pass_fds` kept open in it."""
     return subprocess.Popen(
@@ -49,13 +48,13 @@ def start(
         stderr=_STDERR[stderr],
         pass_fds=tuple(pass_fds),
         stdin=subprocess.DEVNULL,
-        text=text,
-        errors="replace" if text else None,
+        text=True,
+        errors="replace",
         start_new_session=True,
     )
 
 
-def finish(process: subprocess.Popen, timeout_s: float) -> Finished:
+def finish(process: subprocess.Popen[str], timeout_s: float) -> Finished:
     """Wait for `process` (from start) within `timeout_s`; past it, kill its whole group."""
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
@@ -81,7 +80,7 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
-def kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen[str]) -> None:
     """SIGKILL to the process group of `process`, started with start()."""
     with contextlib.suppress(ProcessLookupError):  # it ended in between
         os.killpg(process.pid, signal.SIGKILL)

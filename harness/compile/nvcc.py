@@ -347,7 +347,7 @@ def entries_of_binary(binary: Path) -> list[str]:
     return list(resources) if isinstance(resources, dict) else []
 
 
-def _record_of(binary: Path) -> dict:
+def _record_of(binary: Path) -> dict[str, object]:
     try:
         record = json.loads(binary.with_suffix(".json").read_text())
     except (OSError, ValueError):
@@ -435,7 +435,7 @@ class Compiler:
         self.fingerprint = toolkit_fingerprint(toolchain, os.environ if env is None else env)
         # nvcc runs confined where Landlock works; the dependency check holds either way
         self.confined = sandbox.unavailable() is None
-        self._running: set[subprocess.Popen] = set()  # nvcc processes, for an interrupt to end
+        self._running: set[subprocess.Popen[str]] = set()  # nvcc processes, for an interrupt to end
         self._lock = threading.Lock()
         self._stopping = False  # set by an interrupt: an nvcc starting after it is killed
         # each file's SHA-256, by the stat it had: a header many builds read is hashed once

@@ -218,7 +218,11 @@ class _Reader:
         return MatrixError(f"{self.path}:{node.start_mark.line + 1}: {message}")
 
     def mapping(
-        self, node: yaml.Node, where: str, required: set[str], optional: frozenset = frozenset()
+        self,
+        node: yaml.Node,
+        where: str,
+        required: set[str],
+        optional: frozenset[str] = frozenset(),
     ) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{where}: expected a mapping")

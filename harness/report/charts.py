@@ -16,8 +16,12 @@ from collections.abc import Iterable, Mapping
 from harness.model.matrix import DevicePeaks
 from harness.model.result import Cell, Outcome, Throughput, VendorTiming
 
+# what a template reads: names to values, built here and drawn by the dashboard's Jinja2
+View = dict[str, object]
+
 PALETTE = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037", "#ad1457")
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 560, 320, 64, 16, 12, 40
+PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
 
 class _LogAxis:
@@ -29,7 +33,7 @@ class _LogAxis:
         share = (math.log10(value) - self.low) / (self.high - self.low)
         return round(self.start + (1 - share if self.flip else share) * self.length, 1)
 
-    def ticks(self) -> list[dict]:
+    def ticks(self) -> list[View]:
         first, last = math.ceil(self.low), math.floor(self.high)
         return [{"at": self(10.0**p), "label": _power(p)} for p in range(first, last + 1)]
 
@@ -50,7 +54,7 @@ def _timed(cells: Iterable[Cell]) -> list[_Timed]:
     ]
 
 
-def rooflines(cells: list[Cell], peaks: Mapping[str, DevicePeaks]) -> list[dict]:
+def rooflines(cells: list[Cell], peaks: Mapping[str, DevicePeaks]) -> list[View]:
     """Per (target, device) with peaks: the roofline of its flop-counting cells and the
     bandwidth chart of its byte-only cells, each where it has points."""
     groups: dict[tuple[str, str], list[_Timed]] = {}
@@ -72,7 +76,7 @@ def rooflines(cells: list[Cell], peaks: Mapping[str, DevicePeaks]) -> list[dict]
     return charts
 
 
-def _frame(title: str, target: str, x_label: str, y_label: str) -> dict:
+def _frame(title: str, target: str, x_label: str, y_label: str) -> View:
     return {
         "title": title,
         "target": target,
@@ -80,28 +84,28 @@ def _frame(title: str, target: str, x_label: str, y_label: str) -> dict:
         "height": HEIGHT,
         "left": LEFT,
         "top": TOP,
-        "plot_w": WIDTH - LEFT - RIGHT,
-        "plot_h": HEIGHT - TOP - BOTTOM,
+        "plot_w": PLOT_W,
+        "plot_h": PLOT_H,
         "x_label": x_label,
         "y_label": y_label,
     }
 
 
-def _plotted(chart: dict, x: _LogAxis, y: _LogAxis, roofs: list[dict], points: list[dict]) -> dict:
+def _plotted(chart: View, x: _LogAxis, y: _LogAxis, roofs: list[View], points: list[View]) -> View:
     """Fills a framed chart with its axes' ticks, its roofs and its points."""
     chart.update(x_ticks=x.ticks(), y_ticks=y.ticks(), roofs=roofs, points=points)
     chart["legend"] = sorted({(p["chapter"], p["colour"]) for p in points})
     return chart
 
 
-def _point(index: int, cell: Cell, x: float, y: float, colours: dict[str, str], what: str) -> dict:
+def _point(index: int, cell: Cell, x: float, y: float, colours: dict[str, str], what: str) -> View:
     """One cell at (x, y), coloured by chapter; `what` ends the name a hover shows."""
     name = f"{cell.classname} {cell.name} @ {cell.runner}: {what}"
     colour = colours[cell.chapter]
     return {"index": index, "x": x, "y": y, "colour": colour, "chapter": cell.chapter, "name": name}
 
 
-def _level(kind: str, y: float, label: str, below: bool = False) -> dict:
+def _level(kind: str, y: float, label: str, below: bool = False) -> View:
     """A horizontal roof across the plot, labelled at its right end (above it, or below)."""
     return {
         "kind": kind,
@@ -114,7 +118,7 @@ def _level(kind: str, y: float, label: str, below: bool = False) -> dict:
 
 def _roofline(
     target: str, device: str, peak: DevicePeaks, members: list[_Timed], colours: dict[str, str]
-) -> dict:
+) -> View:
     intensity = {i: _tflops(r) * 1e3 / _gbytes_per_s(r) for i, _, r in members}
     ridge = peak.bf16_tensor_tflops * 1e3 / peak.memory_gb_per_s
     x_low = min(min(intensity.values()), peak.fp32_tflops * 1e3 / peak.memory_gb_per_s) / 4
@@ -122,9 +126,9 @@ def _roofline(
     y_low = min(_tflops(r) for _, _, r in members) / 4
     y_high = peak.bf16_tensor_tflops * 2
     chart = _frame(f"{target} on {device}: roofline", target, "flops per byte", "TFLOPS (log)")
-    x = _LogAxis(x_low, x_high, LEFT, chart["plot_w"], flip=False)
-    y = _LogAxis(y_low, y_high, TOP, chart["plot_h"], flip=True)
-    roofs: list[dict] = []
+    x = _LogAxis(x_low, x_high, LEFT, PLOT_W, flip=False)
+    y = _LogAxis(y_low, y_high, TOP, PLOT_H, flip=True)
+    roofs: list[View] = []
     for kind, tflops in (("fp32", peak.fp32_tflops), ("bf16", peak.bf16_tensor_tflops)):
         knee = tflops * 1e3 / peak.memory_gb_per_s  # where bandwidth stops being the limit
         start = max(x_low, y_low * 1e3 / peak.memory_gb_per_s)
@@ -154,12 +158,12 @@ def _roofline(
 
 def _bandwidth(
     target: str, device: str, peak: DevicePeaks, members: list[_Timed], colours: dict[str, str]
-) -> dict:
+) -> View:
     moved = {i: _gbytes_per_s(r) * 1e9 * (c.median_us or 0.0) * 1e-6 for i, c, r in members}
     chart = _frame(f"{target} on {device}: bandwidth", target, "bytes moved (log)", "GB/s (log)")
-    x = _LogAxis(min(moved.values()) / 4, max(moved.values()) * 4, LEFT, chart["plot_w"], False)
+    x = _LogAxis(min(moved.values()) / 4, max(moved.values()) * 4, LEFT, PLOT_W, False)
     y_low = min(_gbytes_per_s(r) for _, _, r in members) / 4
-    y = _LogAxis(y_low, peak.memory_gb_per_s * 2, TOP, chart["plot_h"], flip=True)
+    y = _LogAxis(y_low, peak.memory_gb_per_s * 2, TOP, PLOT_H, flip=True)
     _, best, best_rate = max(members, key=lambda m: _gbytes_per_s(m[2]))
     measured = _gbytes_per_s(best_rate)
     roofs = [
@@ -178,7 +182,7 @@ def _bandwidth(
     return _plotted(chart, x, y, roofs, points)
 
 
-def vendor_bars(cells: list[Cell]) -> dict | None:
+def vendor_bars(cells: list[Cell]) -> View | None:
     """A bar per cell timed beside its vendor baseline: vendor time / kernel time."""
     judged: list[tuple[int, Cell, VendorTiming, float]] = [
         (i, c, c.vendor, c.vendor.ratio)

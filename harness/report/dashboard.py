@@ -22,7 +22,7 @@ import markupsafe
 
 from harness.model.matrix import DevicePeaks
 from harness.model.result import ABComparison, Cell, CellKind, Outcome, shown_controls
-from harness.report.charts import rooflines, vendor_bars
+from harness.report.charts import View, rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet
@@ -48,7 +48,7 @@ class _Column:
     target: str
     runner: str = ""
     devices: set[str] = field(default_factory=set)
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     missing: bool = False
 
 
@@ -141,7 +141,7 @@ def _columns(report_set: ReportSet) -> list[_Column]:
     return sorted(columns.values(), key=lambda c: (_target_order(c.target), c.runner))
 
 
-def _chips(report_set: ReportSet) -> list[dict]:
+def _chips(report_set: ReportSet) -> list[View]:
     outcomes = Counter(cell.outcome.value for cell in report_set.cells)
     reasons = Counter(c.skip_reason.value for c in report_set.cells if c.skip_reason)
     chips = [
@@ -161,7 +161,7 @@ def _chips(report_set: ReportSet) -> list[dict]:
     return chips
 
 
-def _selects(report_set: ReportSet, columns: list[_Column]) -> list[dict]:
+def _selects(report_set: ReportSet, columns: list[_Column]) -> list[View]:
     chapters = sorted({cell.chapter for cell in report_set.cells})
     targets = sorted({c.target for c in columns}, key=_target_order)
     outcomes = sorted({c.outcome.value for c in report_set.cells}, key=_outcome_order)
@@ -192,7 +192,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower())
 
 
-def _column_view(column: _Column, only_built: Mapping[str, tuple[int, int]]) -> dict:
+def _column_view(column: _Column, only_built: Mapping[str, tuple[int, int]]) -> View:
     counts = ", ".join(f"{column.counts[o]} {o}" for o in sorted(column.counts, key=_outcome_order))
     if column.key in only_built:
         counts += " · compiled and inspected only: no runner here has a GPU for it"
@@ -210,7 +210,7 @@ def _chapters(
     cells: list[Cell],
     columns: list[_Column],
     verdicts: Mapping[int, Verdict],
-) -> list[dict]:
+) -> list[View]:
     """chapter -> kernel -> rows (in summary.row_key's order: by kind, then naturally) -> a slot
     per column, each with its cells."""
     tree: dict[str, dict[str, dict[tuple[CellKind, str], dict[str, list[int]]]]] = {}
@@ -218,9 +218,9 @@ def _chapters(
         cases = tree.setdefault(cell.chapter, {}).setdefault(cell.kernel, {})
         cases.setdefault((cell.kind, cell.row), {}).setdefault(cell.column, []).append(index)
     never = set(report_set.never_ran())
-    chapters = []
+    chapters: list[View] = []
     for chapter in sorted(tree, key=natural_key):
-        kernels = []
+        kernels: list[View] = []
         for kernel in sorted(tree[chapter], key=natural_key):
             cases = tree[chapter][kernel]
             rows = [
@@ -253,7 +253,7 @@ def _chapters(
     return chapters
 
 
-def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> dict:
+def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> View:
     outcome = cell.outcome.value
     skip_reason = cell.skip_reason.value if cell.skip_reason else ""
     lines = []
@@ -334,7 +334,7 @@ def _json_blob(cells: list[Cell], trends: Trends, verdicts: Mapping[int, Verdict
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def _histogram(samples: Sequence[float]) -> dict | None:
+def _histogram(samples: Sequence[float]) -> View | None:
     """The samples binned for the details panel (hundreds of samples per cell, thousands of
     cells: the page carries bins, not samples). The long tail past six spreads of the p10-p90
     above the median (a preempted launch) is counted apart, so the body stays readable."""
@@ -372,7 +372,7 @@ def _trend_key(cell: Cell) -> tuple[str, str, str]:
     return (cell.column, cell.classname, cell.name)
 
 
-def _verdict(verdict: Verdict | None) -> dict | None:
+def _verdict(verdict: Verdict | None) -> View | None:
     if verdict is None:
         return None
     return {
@@ -388,7 +388,7 @@ def _verdict(verdict: Verdict | None) -> dict | None:
     }
 
 
-def _ab(ab: ABComparison | None) -> dict | None:
+def _ab(ab: ABComparison | None) -> View | None:
     """The same-GPU A/B as the details panel says it."""
     if ab is None:
         return None

@@ -369,11 +369,11 @@ def _bring_up_to_date(db: sqlite3.Connection, version: int) -> None:
     db.execute("ALTER TABLE cells_before RENAME TO cells")
 
 
-def _row_of(run_id: int | None, cell: Cell) -> tuple:
+def _row_of(run_id: int | None, cell: Cell) -> tuple[object, ...]:
     """A cell's row: what judging and trends read of it (its JSON is its run's)."""
     timing, facts = cell.timing, cell.compile
     if timing is None:
-        times: tuple = (None, None, None, None)
+        times: tuple[object, ...] = (None, None, None, None)
     else:
         times = (timing.median_us, timing.noise_pct, _packed(timing.samples_us), timing.shared_gpu)
     built = (facts.code_identity, facts.binary_sha256) if facts else (None, None)

@@ -57,7 +57,7 @@ AB_LISTED = (
 )
 
 
-def natural_key(text: str) -> tuple:
+def natural_key(text: str) -> tuple[tuple[int, int, str], ...]:
     """n5 < n100 < n1000003: digit runs compare as numbers."""
     return tuple(
         (0, int(part), "") if part.isdigit() else (1, 0, part)
@@ -66,7 +66,7 @@ def natural_key(text: str) -> tuple:
     )
 
 
-def row_key(kind: CellKind, row: str) -> tuple:
+def row_key(kind: CellKind, row: str) -> tuple[int, tuple[tuple[int, int, str], ...]]:
     """A kernel's rows in the order every report lists them: by kind (the spec's, compile, the
     cases, the sanitizer's), then naturally by name."""
     return (kind.rank, natural_key(row))
@@ -188,8 +188,8 @@ def _never_ran_line(report_set: ReportSet) -> str | None:
 def compiled_only(reports: Iterable[Report]) -> dict[str, tuple[int, int]]:
     """Columns whose builds passed but none of whose run cells ran on a GPU (every one skipped
     device-unsupported or target-unsupported): column -> (compile cells passed, run cells)."""
-    compiled: Counter = Counter()
-    runs: Counter = Counter()
+    compiled: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
     ran: set[str] = set()
     unsupported = {SkipReason.DEVICE_UNSUPPORTED, SkipReason.TARGET_UNSUPPORTED}
     for report in reports:
@@ -372,7 +372,12 @@ def _capped(lines: list[str], total: int) -> list[str]:
     )
 
 
-def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> str:
+def _details(
+    chapter: str,
+    kernels: Mapping[str, Mapping[str, list[Cell]]],
+    columns: list[str],
+    judged: Mapping[int, Verdict],
+) -> str:
     """One line of HTML: the chapter's per-case results, folded (GitHub renders it as is)."""
     head = "".join(f"<th>{_html(c)}</th>" for c in columns)
     rows = []
@@ -396,7 +401,9 @@ def _details(chapter: str, kernels: dict, columns: list[str], judged: dict) -> s
     )
 
 
-def _ab_order(listed: tuple[Cell, ABComparison]) -> tuple:
+def _ab_order(
+    listed: tuple[Cell, ABComparison],
+) -> tuple[int, float, str, tuple[tuple[int, int, str], ...]]:
     """Listed A/Bs: by judgement (AB_LISTED's order), the largest change first within one."""
     cell, ab = listed
     return (

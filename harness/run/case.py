@@ -179,7 +179,7 @@ class GpuRuntime:
         )
         self._ahead_memory = ahead_memory() if ahead_bytes is None else ahead_bytes
         # host work begun, by its case's key and whether it is of the fresh inputs
-        self._prepared: dict[tuple, Future] = {}
+        self._prepared: dict[tuple[str, str, Path, bool], Future[HostWork]] = {}
         self._modules: dict[Path, Module] = {}
 
     def beside(self, call: Callable[..., T], *args: Any) -> Future[T]:
@@ -413,7 +413,7 @@ class GpuRuntime:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
             with self._quiet:
                 occupancy = module.entry(entry).function.occupancy
-                return occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes)
+                return int(occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes))
 
         return DeviceLimits(
             cc=(self.info.cc.major, self.info.cc.minor),

@@ -152,7 +152,7 @@ def first_finding(log: str) -> str | None:
         if line != "COMPUTE-SANITIZER" and "SUMMARY:" not in line
     ]
     errors = [line for line in findings if not line.startswith("Warning")]
-    return (errors or findings or [None])[0]
+    return str((errors or findings)[0]) if findings else None
 
 
 def read_case_cell(stdout: str, target: str, where: Provenance) -> Cell | None:

@@ -80,7 +80,7 @@ class RunningNoise:
     def pct(self) -> float:
         if self.count < 2 or self._mean == 0.0:
             return float("inf")
-        return 100.0 * (self._squares / (self.count - 1)) ** 0.5 / abs(self._mean)
+        return float(100.0 * (self._squares / (self.count - 1)) ** 0.5 / abs(self._mean))
 
 
 class StreamGate:
@@ -222,7 +222,7 @@ class ColdSampler:
         if self.probe:
             self.queued_us = self.probe.queued_us(released_ns)
         self.count += 1
-        return (self._end - self._begin) * 1000.0
+        return float(self._end - self._begin) * 1000.0  # cuda.core's events subtract to ms
 
 
 def measure(

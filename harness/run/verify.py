@@ -200,13 +200,13 @@ def _mismatch_mask(
 ) -> np.ndarray:
     """Where they differ, in float64: the slow path, taken only to describe a mismatch."""
     if tolerance is None:
-        return actual != expected
+        return np.asarray(actual != expected)
     a, e = actual.astype(np.float64), expected.astype(np.float64)
     with np.errstate(invalid="ignore"):
         close = (np.abs(a - e) <= tolerance.atol + tolerance.rtol * np.abs(e)) & np.isfinite(e)
         bad = ~(close | (a == e))
     bad &= ~(np.isnan(a) & np.isnan(e))
-    return bad
+    return np.asarray(bad)
 
 
 def _largest(errors: np.ndarray) -> float:
