@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.model import declared
+from harness.model import declared, spec_children
 from harness.model.discovery import Kernel, kernel_folders, load_kernel
 from harness.model.result import SpecError
 from harness.spec import RequireAny, RequireArch
@@ -167,7 +167,7 @@ def test_what_a_spec_declares_is_read_in_its_own_child_and_matches_its_import():
     import gives, and the child's own modules never reach this process."""
     folders = kernel_folders(ROOT / "kernels")
     before = {name for name in sys.modules if name.startswith("kernel_specs")}
-    read = declared.read_all([f.spec_file for f in folders], timeout_s=60)
+    read = spec_children.read_all([f.spec_file for f in folders], timeout_s=60)
     assert {name for name in sys.modules if name.startswith("kernel_specs")} == before
     for folder in folders:
         assert read[folder.spec_file] == load_kernel(folder).declared, folder.classname
@@ -178,7 +178,7 @@ def test_each_spec_is_read_in_a_child_of_its_own_so_a_hang_names_only_itself(pla
     hangs.write_text("import time\ntime.sleep(600)\n")
     fine = planted / "planted" / "needs_sm90" / "spec.py"
     started = time.monotonic()
-    read = declared.read_all([hangs, fine], timeout_s=3)
+    read = spec_children.read_all([hangs, fine], timeout_s=3)
     assert time.monotonic() - started < 30
     assert str(read[hangs]) == f"{hangs}: importing it did not finish within 3 s"
     assert isinstance(read[fine], declared.Declared)

@@ -259,7 +259,7 @@ def test_a_setup_that_hangs_or_exits_in_its_check_names_its_spec_and_no_other(
     is named on each of its cases, and the sound kernel beside it is checked as ever."""
     import shutil
 
-    from harness.model import declared
+    from harness.model import spec_children
     from harness.model.discovery import Kernel, kernel_folders
     from harness.run.spec_check import check_kernels
 
@@ -277,7 +277,7 @@ def test_a_setup_that_hangs_or_exits_in_its_check_names_its_spec_and_no_other(
     )
     problem.write_text(text)
     folders = [f for f in kernel_folders(tree) if f.name in ("setup_raises", "sound")]
-    read = declared.read_all([f.spec_file for f in folders], timeout_s=30)
+    read = spec_children.read_all([f.spec_file for f in folders], timeout_s=30)
     kernels = [Kernel(f.chapter, f.name, f.folder, read[f.spec_file]) for f in folders]
     found = check_kernels(kernels, {}, matrix.targets["sm_90a"], timeout_s=1.5)
     assert found["planted.setup_raises"] == dict.fromkeys(["n1000", "n1"], f"{broken}: {said}")

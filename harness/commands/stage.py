@@ -20,7 +20,7 @@ from harness.commands import sharding
 from harness.commands.sharding import ShardRequest
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
-from harness.model import declared
+from harness.model import spec_children
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel, KernelFolder, build_label, kernel_folders
 from harness.model.matrix import Matrix, Target
@@ -241,7 +241,7 @@ def load_kernels(
     cell naming both folders.
     """
     spec_cell = RunCell(CellKind.SPEC, "spec")
-    read = declared.read_all([f.spec_file for f in folders], import_timeout_s, confinement)
+    read = spec_children.read_all([f.spec_file for f in folders], import_timeout_s, confinement)
     by_classname: dict[str, list[KernelFolder]] = {}
     for folder in folders:
         by_classname.setdefault(folder.classname, []).append(folder)

@@ -32,6 +32,7 @@ from harness.commands.stage import (
     RunOptions,
     RunResult,
     StartedRun,
+    check_selection,
     report_stem,
     runnable_binary,
     settled_cell,
@@ -110,7 +111,9 @@ def run_target(
     last_run = _expected_of_last_run(files.json)  # before this run replaces it
     with contextlib.ExitStack() as up:
         # Each GPU's first worker starts now: its imports and CUDA context overlap the compile
-        # stage, and it takes the first kernel to run.
+        # stage, and it takes the first kernel to run. A usage error comes first, though: the
+        # confinement makes the cache and reports folders, and a bad command makes nothing.
+        check_selection(options.kernels_roots, options.select)
         confinement = spec_confinement(options)
         gpus = _started_workers(up, devices, matrix, workers, confinement) if execute else {}
         started_run = start_run(

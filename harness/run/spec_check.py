@@ -5,7 +5,7 @@ device's limits, its Problem checked as a launch would use it (buffers are array
 arguments find, every entry is in the binary, grids and blocks are launchable, every scalar is one
 cuda.core can pass), the reference called and held to the outputs, and work() held to counts.
 What would break the case on a GPU is the spec's error, found here, before an image is built and
-a GPU queued for. A spec runs in a child of its own (model.declared.in_spec_children), as it is
+a GPU queued for. A spec runs in a child of its own (model.spec_children.in_spec_children), as it is
 for its declaration, so what it does reaches no other kernel's cells.
 
 The stand-ins are a GPU of each family with public figures (A100, H100, B200); occupancy comes
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from harness.model.build_options import define_flags
-from harness.model.declared import in_spec_children
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.matrix import Target
 from harness.model.result import Resources, SpecError
+from harness.model.spec_children import in_spec_children
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.verify import check_reference_fits, checked_work
 from harness.sandbox import Confinement
