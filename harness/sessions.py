@@ -29,9 +29,9 @@ from typing import Any
 
 from harness import images
 from harness.model import revision
+from harness.model.errors import Unavailable
 from harness.model.matrix import Matrix, Target, load_matrix
 from harness.model.provenance import current_commit, runner_name
-from harness.model.result import Unavailable
 
 BACKENDS = ("auto", "host", "docker")
 KINDS = ("build-", "test-", "sanitize-", "ab-")

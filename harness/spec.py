@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.model.result import Skip, SkipReason
+from harness.model.errors import Skip
+from harness.model.outcome import SkipReason
 
 if TYPE_CHECKING:  # the noxfile reads matrix.yaml through this package, before numpy exists
     import numpy as np

@@ -17,6 +17,7 @@ import zlib
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from harness.model.codec import cell_json
 from harness.run.pool import Reply
 
 
@@ -71,7 +72,8 @@ def fake_seconds(classname: str, case: str) -> float:
 
 def serve_case(state, job):
     """A passed cell whose message names the worker's pid and the spec files it served."""
-    from harness.model.result import Cell, CellKind, Outcome
+    from harness.model.cell import Cell
+    from harness.model.outcome import CellKind, Outcome
     from harness.run.worker import Prepare
 
     if isinstance(job, Prepare):
@@ -92,4 +94,4 @@ def serve_case(state, job):
     )
     cell.seconds = seconds
     cell.message = f"pid {os.getpid()} served {sorted(state['specs'])}"
-    return Reply(cell.to_json())
+    return Reply(cell_json(cell))

@@ -16,8 +16,11 @@ from harness.commands.ab import compare_target
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import ABJudgement, Report
+from harness.model.codec import report_from_json
+from harness.model.errors import Unavailable
 from harness.model.matrix import MatrixError, load_matrix
-from harness.model.result import ABJudgement, CellKind, Outcome, Report, Unavailable
+from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.report import store
 from tests.conftest import PLANTED, ROOT
@@ -164,7 +167,7 @@ def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_repor
     new_lines = [line for line in said.splitlines() if line.lstrip().startswith("NEW")]
     assert len(new_lines) == len(KERNELS), said  # one line a kernel, not one a case
     assert "planted.add_one (2 cases)  -- no base: " in said
-    after = Report.from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
+    after = report_from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
     assert [c.name for c in after.cells] == [c.name for c in before.cells]
     assert [c.outcome for c in after.cells] == [c.outcome for c in before.cells]
     cases = [c for c in after.cells if c.kind is CellKind.CASE]
@@ -204,6 +207,6 @@ def test_a_base_tree_that_is_no_folder_judges_every_kernel_new_saying_so(
 
     said = capsys.readouterr().out
     assert f"--base-tree {tmp_path / 'nowhere'}: no such folder" in said
-    after = Report.from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
+    after = report_from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
     cases = [c for c in after.cells if c.kind is CellKind.CASE]
     assert cases and all(c.ab.judgement is ABJudgement.NEW for c in cases)

@@ -13,8 +13,9 @@ import pytest
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.model.discovery import kernel_folders, load_kernel
+from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
-from harness.model.result import CellKind, Outcome, SkipReason, Unavailable
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.run.device import DeviceInfo
 from tests.conftest import CORPUS, ROOT
 

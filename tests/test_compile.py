@@ -36,7 +36,8 @@ from harness.compile.nvcc import (
 )
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
-from harness.model.result import Outcome, SpecError, Unavailable
+from harness.model.errors import SpecError, Unavailable
+from harness.model.outcome import Outcome
 from tests.conftest import PLANTED, ROOT
 
 
@@ -843,7 +844,7 @@ def test_case_macros_make_one_build_per_set_each_with_its_own_compile_cell(
     matrix, toolchain, planted, tmp_path
 ):
     from harness.commands.stage import compile_stage
-    from harness.model.result import Provenance
+    from harness.model.cell import Provenance
 
     folder = _with_build(planted, 'BuildOptions(std="c++20")')
     spec = folder / "spec.py"

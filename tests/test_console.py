@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 
 from harness.commands.console import Progress
-from harness.model.result import Cell, CellKind, Outcome, Provenance
+from harness.model.cell import Cell, Provenance
+from harness.model.outcome import CellKind, Outcome
 
 WHERE = Provenance(runner="test")
 

@@ -16,16 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.model.cell import ABComparison, ABJudgement, Cell, Report, Timing
 from harness.model.matrix import load_matrix
-from harness.model.result import (
-    ABComparison,
-    ABJudgement,
-    Cell,
-    Outcome,
-    Report,
-    SkipReason,
-    Timing,
-)
+from harness.model.outcome import Outcome, SkipReason
 from harness.report.dashboard import render_dashboard
 from harness.report.junit import properties_of
 from harness.report.merge import ReportSet, load_reports

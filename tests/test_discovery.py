@@ -10,7 +10,7 @@ import pytest
 
 from harness.model import declared, spec_children
 from harness.model.discovery import Kernel, kernel_folders, load_kernel
-from harness.model.result import SpecError
+from harness.model.errors import SpecError
 from harness.spec import RequireAny, RequireArch
 from tests.conftest import CORPUS, ROOT, SLOWDOWN, limits_for_cpu_tests
 

@@ -17,23 +17,20 @@ from lxml import etree
 
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
-from harness.model.result import (
-    SCHEMA_VERSION,
+from harness.model.cell import (
     ABComparison,
     ABJudgement,
     Cell,
-    CellKind,
     CompileFacts,
-    Outcome,
     Provenance,
     Report,
-    ReportError,
     Resources,
-    SkipReason,
     Throughput,
     Timing,
-    Unavailable,
 )
+from harness.model.codec import SCHEMA_VERSION
+from harness.model.errors import ReportError, Unavailable
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.report import junit, merge, store
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from tests.conftest import PLANTED, ROOT

@@ -260,7 +260,8 @@ def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
 ):
     from harness.commands.stage import RunOptions
     from harness.commands.test import run_target
-    from harness.model.result import Outcome, Unavailable
+    from harness.model.errors import Unavailable
+    from harness.model.outcome import Outcome
     from tests.conftest import PLANTED
 
     text = (ROOT / "matrix.yaml").read_text().replace("\ntiming:", FAMILY_TARGET + "\ntiming:", 1)

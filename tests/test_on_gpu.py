@@ -17,7 +17,7 @@ from harness import sandbox
 from harness.commands.sanitize import sanitize_target
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
-from harness.model.result import Outcome
+from harness.model.outcome import Outcome
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT
 
@@ -362,8 +362,9 @@ def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     matrix, toolchain, gpu, tmp_path
 ):
     from harness.commands.ab import compare_target
+    from harness.model.cell import ABJudgement
     from harness.model.matrix import ABSettings
-    from harness.model.result import ABJudgement, Outcome
+    from harness.model.outcome import Outcome
     from harness.model.revision import BaseTree
 
     head, base = tmp_path / "project" / "kernels", tmp_path / "base" / "kernels"

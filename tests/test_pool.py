@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness.model.result import KernelFailed
+from harness.model.errors import KernelFailed
 from harness.run.pool import WorkerFault, WorkerPool
 from tests import fake_workers
 

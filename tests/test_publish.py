@@ -21,15 +21,10 @@ from lxml import etree
 
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
-from harness.model.result import (
-    ABComparison,
-    ABJudgement,
-    Cell,
-    CellKind,
-    Outcome,
-    Provenance,
-    Unavailable,
-)
+from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance
+from harness.model.codec import cell_json
+from harness.model.errors import Unavailable
+from harness.model.outcome import CellKind, Outcome
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
 from harness.report.publish import PublishOptions, publish
@@ -695,7 +690,7 @@ def _stored_as_schema_4(db: Path, reports: list[Path], commit: str) -> None:
                 "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (run_id, c.classname, c.name, c.outcome.value, c.median_us,
-                     c.timing.noise_pct if c.timing else None, json.dumps(c.to_json()),
+                     c.timing.noise_pct if c.timing else None, json.dumps(cell_json(c)),
                      json.dumps(c.timing.samples_us) if c.timing else None, None)
                     for c in report.cells
                 ],

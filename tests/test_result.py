@@ -8,20 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.model.result import (
+from harness.model.cell import Cell, DeviceRecord, Provenance, Report
+from harness.model.codec import (
     SCHEMA_VERSION,
-    Broken,
-    Cell,
-    CellKind,
-    DeviceRecord,
-    KernelFailed,
-    Outcome,
-    Provenance,
-    Report,
-    Skip,
-    SkipReason,
-    SpecError,
+    cell_from_json,
+    cell_json,
+    report_from_json,
+    report_json,
 )
+from harness.model.errors import Broken, KernelFailed, Skip, SpecError
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from tests.conftest import ROOT
 
 WHERE = Provenance(runner="test")
@@ -44,7 +40,7 @@ def _cell(kind: CellKind, case: str, tool: str | None = None) -> Cell:
 )
 def test_a_cell_s_kind_and_how_it_ran_survive_its_json_form(cell):
     cell.loaded_as = "ptx-jit"
-    back = Cell.from_json(json.loads(json.dumps(cell.to_json())), "sm_90a", WHERE)
+    back = cell_from_json(json.loads(json.dumps(cell_json(cell))), "sm_90a", WHERE)
     assert back.kind is cell.kind and back.loaded_as == "ptx-jit"
     assert back.name == cell.name and back.row == cell.row
 
@@ -53,25 +49,27 @@ def test_a_report_of_schema_2_3_is_read_with_kinds_from_its_cases_and_tools():
     """2.3 had no `kind`, called `loaded_as` `binary` and `no_device_why` `no_device_reason`."""
     data = json.loads(KEPT_2_3.read_text())
     assert data["schema_version"] == "2.3"
-    report = Report.from_json(data, KEPT_2_3)
+    report = report_from_json(data, KEPT_2_3)
     by_case = {cell.case: cell.kind for cell in report.cells}
     assert by_case["compile"] is CellKind.COMPILE
     assert {k for case, k in by_case.items() if case != "compile"} == {CellKind.CASE}
     assert {cell.loaded_as for cell in report.cells if cell.timing} == {"sass"}
     sanitizer = {**data["cells"][-1], "tool": "memcheck"}
-    assert Cell.from_json(sanitizer, "sm_90a", WHERE).kind is CellKind.SANITIZER
+    assert cell_from_json(sanitizer, "sm_90a", WHERE).kind is CellKind.SANITIZER
     spec = {**data["cells"][0], "case": "spec"}
-    assert Cell.from_json(spec, "sm_90a", WHERE).kind is CellKind.SPEC
+    assert cell_from_json(spec, "sm_90a", WHERE).kind is CellKind.SPEC
     old_header = {**data, "cells": [], "no_device_reason": "no GPU"}
-    assert Report.from_json(old_header, KEPT_2_3).no_device_why == "no GPU"
+    assert report_from_json(old_header, KEPT_2_3).no_device_why == "no GPU"
 
 
 def test_this_harness_writes_its_own_schema_and_refuses_another_major():
     report = Report("suite", "sm_90a", WHERE)
-    assert report.to_json()["schema_version"] == SCHEMA_VERSION
+    assert report_json(report)["schema_version"] == SCHEMA_VERSION
     major = int(SCHEMA_VERSION.split(".")[0])
     with pytest.raises(Exception, match=f"is not {major}.x"):
-        Report.from_json({**report.to_json(), "schema_version": f"{major + 1}.0"}, Path("r.json"))
+        report_from_json(
+            {**report_json(report), "schema_version": f"{major + 1}.0"}, Path("r.json")
+        )
 
 
 @pytest.mark.parametrize(
@@ -103,7 +101,7 @@ def test_settling_keeps_the_long_text_of_what_failed():
 def test_a_report_says_which_gpu_of_its_model_ran_it():
     record = DeviceRecord("NVIDIA H200", "9.0", "580.159.04", "13.0", 132, 52428800, "GPU-1234")
     report = Report("suite", "sm_90a", WHERE, device=record)
-    back = Report.from_json(json.loads(json.dumps(report.to_json())), Path("r.json"))
+    back = report_from_json(json.loads(json.dumps(report_json(report))), Path("r.json"))
     assert back.device is not None and back.device.uuid == "GPU-1234"
     older = json.loads(KEPT_2_3.read_text())  # before reports said it
-    assert Report.from_json(older, KEPT_2_3).device.uuid is None
+    assert report_from_json(older, KEPT_2_3).device.uuid is None

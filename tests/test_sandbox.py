@@ -15,7 +15,8 @@ from harness import sandbox
 from harness.commands.stage import RunOptions, spec_confinement
 from harness.commands.test import run_target
 from harness.compile.nvcc import mac_key_file
-from harness.model.result import Outcome, Unavailable
+from harness.model.errors import Unavailable
+from harness.model.outcome import Outcome
 from tests.conftest import PLANTED, ROOT
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"

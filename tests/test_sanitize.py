@@ -19,17 +19,12 @@ from harness.commands.sanitize import sanitize_target, smallest_case
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import Cell, Provenance, SanitizerFindings
+from harness.model.codec import cell_json
 from harness.model.declared import Declared
+from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
-from harness.model.result import (
-    Cell,
-    CellKind,
-    Outcome,
-    Provenance,
-    SanitizerFindings,
-    SkipReason,
-    Unavailable,
-)
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.processes import Finished
 from harness.report.publish import PublishOptions, publish
 from harness.run import sanitizer as compute_sanitizer
@@ -179,7 +174,7 @@ def _report(outcome="passed", message="", skip_reason=None) -> str:
         loaded_as="sass",
         seed=7,
     )
-    return json.dumps(cell.to_json()) + "\n"
+    return json.dumps(cell_json(cell)) + "\n"
 
 
 @pytest.mark.parametrize(

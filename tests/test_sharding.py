@@ -22,7 +22,7 @@ from harness.commands.sharding import (
 )
 from harness.commands.stage import RunOptions
 from harness.commands.test import run_target
-from harness.model.result import Unavailable
+from harness.model.errors import Unavailable
 from harness.report.history import History
 from harness.report.merge import load_reports, read_report, shard_problems
 from tests.conftest import ROOT

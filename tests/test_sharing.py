@@ -10,7 +10,9 @@ import subprocess
 from types import SimpleNamespace
 
 from harness.commands.test import _shared_gpu
-from harness.model.result import Cell, CellKind, Outcome, Provenance, Timing, Unavailable
+from harness.model.cell import Cell, Provenance, Timing
+from harness.model.errors import Unavailable
+from harness.model.outcome import CellKind, Outcome
 from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, parent_of, shared_why
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.model.discovery import kernel_folders, load_kernel
-from harness.model.result import SpecError
+from harness.model.errors import SpecError
 from harness.spec import Case, ceil_div, grid_1d, grid_2d, int32_extent, int32_param
 
 SPEC = """\

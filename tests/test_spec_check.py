@@ -15,7 +15,9 @@ from junitparser import Error, JUnitXml, Skipped
 
 from harness.commands.stage import RunOptions
 from harness.commands.test import CHECKED, run_target
-from harness.model.result import Outcome, Resources, Unavailable
+from harness.model.cell import Resources
+from harness.model.errors import Unavailable
+from harness.model.outcome import Outcome
 from harness.run.packing import bits_of, layout_of, packed
 from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
 from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture

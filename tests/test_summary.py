@@ -11,18 +11,16 @@ import re
 import cmarkgfm
 import pytest
 
-from harness.model.result import (
+from harness.model.cell import (
     ABComparison,
     ABJudgement,
     Cell,
-    CellKind,
     CompileFacts,
-    Outcome,
     Provenance,
     Report,
-    SkipReason,
     Timing,
 )
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.report.merge import ReportSet, load_reports
 from harness.report.summary import headline, natural_key, render_summary
 from harness.report.verdict import BaseTiming, judge

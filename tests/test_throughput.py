@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
+from harness.model.cell import Throughput
+from harness.model.errors import KernelFailed
 from harness.model.matrix import ComputeCapability, DevicePeaks
-from harness.model.result import KernelFailed, Throughput
 from harness.run.device import DeviceInfo
 from harness.run.throughput import beyond_peak, throughput
 from harness.spec import Math, Work

@@ -7,7 +7,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from harness.model.result import VendorTiming
+from harness.model.cell import VendorTiming
 from harness.run.timer import summarize
 from harness.run.vendor_timing import measure_vendor
 from harness.spec import Case, StreamRef, Vendor, Work

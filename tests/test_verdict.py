@@ -10,15 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
-from harness.model.result import (
-    ABComparison,
-    ABJudgement,
-    Cell,
-    CellKind,
-    Outcome,
-    Provenance,
-    Timing,
-)
+from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance, Timing
+from harness.model.outcome import CellKind, Outcome
 from harness.report.merge import load_reports
 from harness.report.verdict import (
     BaseTiming,

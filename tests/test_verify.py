@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from ml_dtypes import bfloat16
 
-from harness.model.result import SpecError
+from harness.model.errors import SpecError
 from harness.run.launch import SECOND_POISON_BYTE
 from harness.run.verify import (
     LOW_PRECISION,

@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
 NOX_REPORT = "nox --non-interactive -s report --"
 SGEMM = "m4096_n4096_k4096_stages3"
-SLOWER_AB = {  # a measured A/B in the report's JSON form (harness.model.result.ABComparison)
+SLOWER_AB = {  # a measured A/B in the report's JSON form (harness.model.cell.ABComparison)
     "base_commit": "a" * 40,
     "judgement": "SLOWER",
     "ratio": 1.10,

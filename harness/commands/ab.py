@@ -34,21 +34,13 @@ from harness.commands.stage import (
 )
 from harness.compile.nvcc import Compiled, failure_line
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance, Report
+from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel, kernel_folders
+from harness.model.errors import CellError, ReportError, Unavailable
 from harness.model.matrix import Matrix
+from harness.model.outcome import CellKind, Outcome
 from harness.model.provenance import runner_name
-from harness.model.result import (
-    ABComparison,
-    ABJudgement,
-    Cell,
-    CellError,
-    CellKind,
-    Outcome,
-    Provenance,
-    Report,
-    ReportError,
-    Unavailable,
-)
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.report import store
 from harness.report.verdict import ab_threshold_pct, judge_paired
@@ -347,7 +339,7 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
 
 def _head_report(files: store.ReportFiles) -> Report:
     try:
-        return Report.from_json(json.loads(files.json.read_text()), files.json)
+        return report_from_json(json.loads(files.json.read_text()), files.json)
     except FileNotFoundError:
         raise environment.Unusable(
             f"{files.json}: no report to add the A/B to: run `test` for this target first"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.compile import each_target
-from harness.model.result import Unavailable
+from harness.model.errors import Unavailable
 
 NOT_RUN = "check: the cases are checked on the CPU, never run"
 

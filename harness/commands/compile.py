@@ -8,7 +8,7 @@ import argparse
 from harness.commands import environment
 from harness.commands.console import print_summary
 from harness.commands.test import run_target
-from harness.model.result import Unavailable
+from harness.model.errors import Unavailable
 
 
 def main(args: argparse.Namespace) -> int:

@@ -14,7 +14,10 @@ from collections import Counter
 from typing import TextIO
 
 from harness.commands.stage import RunResult
-from harness.model.result import Cell, CellKind, Outcome, Report, Unavailable, shown_controls
+from harness.model.cell import Cell, Report
+from harness.model.errors import Unavailable
+from harness.model.outcome import CellKind, Outcome
+from harness.model.text import shown_controls
 from harness.run.device import DeviceInfo
 
 

@@ -13,9 +13,9 @@ from harness.commands.console import print_devices
 from harness.commands.sharding import ShardRequest
 from harness.commands.stage import RunOptions
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
+from harness.model.errors import Unavailable
 from harness.model.matrix import Matrix, MatrixError, Target, load_matrix
 from harness.model.provenance import current_commit
-from harness.model.result import Unavailable
 from harness.run.device import DeviceInfo, DeviceMissing, probe_all
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 

@@ -36,17 +36,12 @@ from harness.commands.stage import (
     start_run,
 )
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import Cell, Provenance
 from harness.model.declared import Declared, DeclaredCase
 from harness.model.discovery import Kernel
+from harness.model.errors import Broken, CellError, Unavailable
 from harness.model.matrix import Matrix, Target, Tool
-from harness.model.result import (
-    Broken,
-    Cell,
-    CellError,
-    CellKind,
-    Provenance,
-    Unavailable,
-)
+from harness.model.outcome import CellKind
 from harness.report import store
 from harness.run import sanitizer as compute_sanitizer
 from harness.run.device import DeviceInfo

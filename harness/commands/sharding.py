@@ -22,8 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.cell import Shard
+from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel
-from harness.model.result import CellKind, Report, ReportError, Shard
+from harness.model.errors import ReportError
+from harness.model.outcome import CellKind
 from harness.report.history import HistoryError, recent_reports
 from harness.run.schedule import estimate, shard
 
@@ -122,7 +125,7 @@ def _case_times(data: object, path: Path) -> dict[str, float]:
     reference), since a shard's machine does both; the turns alone left one shard of two 60 %
     longer on an H200."""
     try:
-        report = Report.from_json(data, path)
+        report = report_from_json(data, path)
     except ReportError as error:
         raise ShardError(f"--times {path}: {error}") from error
     return {

@@ -21,25 +21,13 @@ from harness.commands.sharding import ShardRequest
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import spec_children
+from harness.model.cell import Cell, CompileFacts, DeviceRecord, Provenance, Report
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel, KernelFolder, build_label, kernel_folders
+from harness.model.errors import CellError, KernelFailed, Skip, SpecError, Unavailable
 from harness.model.matrix import Matrix, Target
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.model.provenance import runner_name
-from harness.model.result import (
-    Cell,
-    CellError,
-    CellKind,
-    CompileFacts,
-    DeviceRecord,
-    KernelFailed,
-    Outcome,
-    Provenance,
-    Report,
-    Skip,
-    SkipReason,
-    SpecError,
-    Unavailable,
-)
 from harness.report import store
 from harness.report.store import ReportFiles
 from harness.run.device import DeviceInfo

@@ -41,20 +41,13 @@ from harness.commands.stage import (
 )
 from harness.compile.nvcc import Compiled
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import Cell, Provenance, Report
+from harness.model.codec import cell_from_json, report_from_json
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel
+from harness.model.errors import CellError, ReportError, Skip, SpecError, Unavailable
 from harness.model.matrix import Matrix, Target
-from harness.model.result import (
-    Cell,
-    CellError,
-    CellKind,
-    Provenance,
-    Report,
-    ReportError,
-    Skip,
-    SpecError,
-    Unavailable,
-)
+from harness.model.outcome import CellKind
 from harness.report import store
 from harness.run import worker
 from harness.run.device import DeviceInfo
@@ -384,7 +377,7 @@ def _cell_of(record: object, job: _Job, case_job: CaseJob) -> Cell:
     try:
         if not isinstance(record, dict):
             raise TypeError(f"{type(record).__name__}, not an object")
-        cell = Cell.from_json(record, case_job.target.name, case_job.provenance)
+        cell = cell_from_json(record, case_job.target.name, case_job.provenance)
     except (KeyError, TypeError, ValueError) as error:
         raise WorkerFault(f"the worker's cell is not readable: {error}") from None
     answered = (cell.kind, cell.chapter, cell.kernel, cell.case)
@@ -406,7 +399,7 @@ def _expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
     """What each run cell took in the report this run replaces, its host work apart from its
     turn on the GPU; empty when there is none."""
     try:
-        last = Report.from_json(json.loads(json_file.read_text()), json_file)
+        last = report_from_json(json.loads(json_file.read_text()), json_file)
     except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
         return {}
     return {

@@ -49,9 +49,11 @@ from harness import processes, sandbox
 from harness.compile import entries
 from harness.compile.identity import IdentityError, code_identity
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import Resources
 from harness.model.discovery import Kernel
+from harness.model.errors import KernelFailed, Unavailable
 from harness.model.matrix import Target
-from harness.model.result import KernelFailed, Resources, Unavailable, bounded
+from harness.model.text import bounded
 
 FLAGS = ("-fatbin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v")
 TIMEOUT_S = 600  # an nvcc that runs longer is taken for hung

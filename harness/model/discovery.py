@@ -28,7 +28,8 @@ from harness.model.build_options import (
     with_defines,
 )
 from harness.model.declared import Declared
-from harness.model.result import CellKind, SpecError
+from harness.model.errors import SpecError
+from harness.model.outcome import CellKind
 from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
 
 # A compile or spec cell is named after its kind (compile[sm_90a], and compile(VEC=4)[sm_90a]

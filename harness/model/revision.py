@@ -13,7 +13,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.result import Unavailable
+from harness.model.errors import Unavailable
 
 
 @dataclass(frozen=True)

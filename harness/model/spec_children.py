@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.model.declared import Declared
 from harness.model.discovery import KernelFolder, load_kernel
-from harness.model.result import SpecError
+from harness.model.errors import SpecError
 from harness.processes import describe_exit
 from harness.sandbox import Confinement, SandboxUnavailable, confine
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from harness.model.cell import Cell, Throughput, VendorTiming
 from harness.model.matrix import DevicePeaks
-from harness.model.result import Cell, Outcome, Throughput, VendorTiming
+from harness.model.outcome import Outcome
 
 # what a template reads: names to values, built here and drawn by the dashboard's Jinja2
 View = dict[str, object]

@@ -20,8 +20,10 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
+from harness.model.cell import ABComparison, Cell
 from harness.model.matrix import DevicePeaks
-from harness.model.result import ABComparison, Cell, CellKind, Outcome, shown_controls
+from harness.model.outcome import CellKind, Outcome
+from harness.model.text import shown_controls
 from harness.report.charts import View, rooflines, vendor_bars
 from harness.report.history import Trends
 from harness.report.junit import properties_of

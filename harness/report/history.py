@@ -19,14 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.model.result import (
-    Cell,
-    CellKind,
-    Provenance,
-    Report,
-    column_of,
-    possible_times,
-)
+from harness.model.cell import Cell, Provenance, Report, column_of
+from harness.model.codec import cell_from_json, possible_times
+from harness.model.outcome import CellKind
 from harness.report.merge import ReportSet
 from harness.report.verdict import (
     BaseTiming,
@@ -405,7 +400,7 @@ def _timing_of(median: float, samples: object, shared: str | None) -> BaseTiming
 def _read_whole(record: str, target: str, where: Provenance, stored: _Stored) -> None:
     """A cell stored before schema 5, read from its JSON into `stored`."""
     try:
-        cell = Cell.from_json(json.loads(record), target, where)
+        cell = cell_from_json(json.loads(record), target, where)
     except ValueError:  # an impossible time stored before they were refused
         stored.impossible += 1
         return

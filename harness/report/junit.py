@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.model.result import ABComparison, Cell, Outcome, Report
+from harness.model.cell import ABComparison, Cell, Report
+from harness.model.outcome import Outcome
 
 
 def render(reports: Iterable[Report], name: str | None = None) -> str:

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
 
-from harness.model.result import Cell, CellKind, Outcome, Report, ReportError
+from harness.model.cell import Cell, Report
+from harness.model.codec import report_from_json
+from harness.model.errors import ReportError
+from harness.model.outcome import CellKind, Outcome
 from harness.report import junit, store
 
 
@@ -177,7 +180,7 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
         raise ReportError(f"{xml_file}: its JSON {json_file.name} is missing") from error
     except ValueError as error:
         raise ReportError(f"{json_file}: not valid JSON ({error})") from error
-    report = Report.from_json(data, json_file)
+    report = report_from_json(data, json_file)
     named = data.get(store.XML_DIGEST)
     said = data.get(store.OUTCOMES_DIGEST)
     if (

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.model.cell import ABJudgement
 from harness.model.matrix import DevicePeaks
-from harness.model.result import ABJudgement, CellKind, Outcome, SkipReason
+from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.report import store
 from harness.report.dashboard import render_dashboard
 from harness.report.history import HistoryError, Trends, open_history

@@ -1,7 +1,7 @@
 """A report's two files on disk, JSON and JUnit XML, and every file the harness publishes: each
 written whole or not at all.
 
-The JSON is `Report.to_json()`, numbers as numbers: what the harness itself reads back. The XML
+The JSON is `codec.report_json()`, numbers as numbers: what the harness itself reads back. The XML
 is rendered from the same report (harness.report.junit), for the dashboards that read JUnit; the
 JSON names the XML's bytes by their SHA-256 (`junit_sha256`), and its own cells' names and
 outcomes by theirs (`outcomes_sha256`): a reader finding those very XML bytes beside cells of
@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.result import Cell, Report
+from harness.model.cell import Cell, Report
+from harness.model.codec import report_json
 from harness.report import junit
 
 WRITE_INTERVAL_S = 0.5  # a live report's longest lag behind its last cell
@@ -44,7 +45,7 @@ def write(files: ReportFiles, report: Report) -> None:
     files.xml.parent.mkdir(parents=True, exist_ok=True)
     xml = junit.render([report])
     replace(files.xml, xml)
-    record = report.to_json()
+    record = report_json(report)
     record[XML_DIGEST] = hashlib.sha256(xml.encode()).hexdigest()
     record[OUTCOMES_DIGEST] = outcomes_digest(report.cells)
     replace(files.json, json.dumps(record, indent=1) + "\n")

@@ -21,16 +21,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from harness.model.result import (
-    ABComparison,
-    ABJudgement,
-    Cell,
-    CellKind,
-    Outcome,
-    Report,
-    SkipReason,
-    shown_controls,
-)
+from harness.model.cell import ABComparison, ABJudgement, Cell, Report
+from harness.model.outcome import CellKind, Outcome, SkipReason
+from harness.model.text import shown_controls
 from harness.report.merge import ReportSet
 from harness.report.status import Status, status_of
 from harness.report.verdict import Judgement, Verdict, unconfirmed

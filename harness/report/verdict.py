@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.model.result import Cell, CompileFacts, Timing
+from harness.model.cell import Cell, CompileFacts, Timing
 
 # What an unchanged binary moves from one H200 to another, measured on the kept reports of six
 # machines (docs/reports/h200's top level, GPU-e114c679's, and fleet/GPU-0409ee10, GPU-44755d34,

@@ -22,19 +22,11 @@ from typing import Any, TypeVar
 import numpy as np
 from cuda.core import Device
 
+from harness.model.cell import Cell, Provenance, Stages, Timing
 from harness.model.discovery import LoadedKernel
+from harness.model.errors import CellError, KernelFailed, SpecError
 from harness.model.matrix import Target, TimerSettings
-from harness.model.result import (
-    Cell,
-    CellError,
-    CellKind,
-    KernelFailed,
-    Outcome,
-    Provenance,
-    SpecError,
-    Stages,
-    Timing,
-)
+from harness.model.outcome import CellKind, Outcome
 from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests

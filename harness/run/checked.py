@@ -6,7 +6,7 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from harness.model.result import KernelFailed
+from harness.model.errors import KernelFailed
 
 
 class CudaError(KernelFailed):

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from harness.model.discovery import LoadedKernel
+from harness.model.errors import CellError
 from harness.model.matrix import ABSettings
-from harness.model.result import CellError
 from harness.run.case import GpuRuntime, describe_exception
 from harness.run.launch import Module, Workspace
 from harness.run.timer import ColdSampler

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from harness.model.result import KernelFailed
+from harness.model.errors import KernelFailed
 from harness.processes import describe_exit
 
 

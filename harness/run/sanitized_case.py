@@ -13,9 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+from harness.model.cell import Provenance
+from harness.model.codec import cell_json
 from harness.model.discovery import KernelFolder, load_kernel
+from harness.model.errors import SpecError
 from harness.model.matrix import load_matrix
-from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceMissing, probe
 from harness.sandbox import Confinement, confine
 
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     target = matrix.target(args.target)
     where = Provenance(runner="case-process")  # the parent's provenance replaces it
     cell, _ = runtime.run_case(kernel, case, target, args.binary, where, timed=False)
-    print(json.dumps(cell.to_json()), flush=True)
+    print(json.dumps(cell_json(cell)), flush=True)
     return 0
 
 

@@ -20,16 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compile.toolchain import Toolchain
+from harness.model.cell import Cell, Provenance, SanitizerFindings
+from harness.model.codec import cell_from_json
+from harness.model.errors import Unavailable
 from harness.model.matrix import Tool
-from harness.model.result import (
-    Cell,
-    Outcome,
-    Provenance,
-    SanitizerFindings,
-    SkipReason,
-    Unavailable,
-    bounded,
-)
+from harness.model.outcome import Outcome, SkipReason
+from harness.model.text import bounded
 from harness.processes import Finished, describe_exit
 
 _EXE = "compute-sanitizer"
@@ -159,7 +155,7 @@ def read_case_cell(stdout: str, target: str, where: Provenance) -> Cell | None:
     """The case process's cell, its last JSON line; None if it died before printing one."""
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     try:
-        return Cell.from_json(json.loads(lines[-1]), target, where)
+        return cell_from_json(json.loads(lines[-1]), target, where)
     except (IndexError, KeyError, TypeError, ValueError):  # a line cut short by a crash
         return None
 

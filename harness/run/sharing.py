@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.model.result import Timing, Unavailable
+from harness.model.cell import Timing
+from harness.model.errors import Unavailable
 
 # A timed cell whose samples waited longer than this (median) was time-sliced with another
 # process: between the 25 us seen alone and the 300 us and more seen shared.

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from harness.model.build_options import define_flags
+from harness.model.cell import Resources
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
+from harness.model.errors import SpecError
 from harness.model.matrix import Target
-from harness.model.result import Resources, SpecError
 from harness.model.spec_children import in_spec_children
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.verify import check_reference_fits, checked_work

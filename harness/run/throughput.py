@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from harness.model.result import KernelFailed, Throughput
+from harness.model.cell import Throughput
+from harness.model.errors import KernelFailed
 from harness.run.device import DeviceInfo
 from harness.spec import Work
 

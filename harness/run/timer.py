@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from cuda.bindings import driver
 from cuda.core import Buffer, EventOptions, Stream
 
+from harness.model.cell import Timing
 from harness.model.matrix import TimerSettings
-from harness.model.result import Timing
 from harness.run.checked import check
 
 THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold

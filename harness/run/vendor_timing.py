@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from harness.model.result import Timing, VendorTiming
+from harness.model.cell import Timing, VendorTiming
 from harness.spec import Case, StreamRef, Vendor, Work
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 import ml_dtypes
 import numpy as np
 
-from harness.model.result import SpecError
+from harness.model.errors import SpecError
 from harness.spec import Case, Tolerance, Work
 
 DEFAULT_TOLERANCE = {

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.model.cell import Provenance
+from harness.model.codec import cell_json
 from harness.model.discovery import KernelFolder, LoadedKernel, load_kernel
+from harness.model.errors import SpecError
 from harness.model.matrix import ABSettings, Target, TimerSettings
-from harness.model.result import Provenance, SpecError
 from harness.run.device import DeviceInfo
 from harness.run.pool import Reply
 from harness.sandbox import Confinement, confine
@@ -111,7 +113,7 @@ class _Worker:
             job.provenance,
             upcoming=self._upcoming(job.upcoming),
         )
-        return Reply(cell.to_json(), replace_me=not healthy)
+        return Reply(cell_json(cell), replace_me=not healthy)
 
     def _bind(self, *spec_files: Path) -> None:
         """Serve the kernel of `spec_files` (a PairJob's two, one otherwise) from now on;

@@ -1,0 +1,65 @@
+"""Failing, said one way. Where a value may be missing (no toolchain, no device, no build), the
+value is `Unavailable` with why. Where a cell's work fails, the code that fails raises a CellError
+of the class that decides the outcome (KernelFailed, Broken, SpecError, Skip), and whoever owns
+the cell settles it from that error (`Cell.settle`), once. A report that cannot be read is a
+ReportError naming its file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.model.outcome import Outcome, SkipReason
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A value that is missing here, and why: no nvcc, no device, no compute-sanitizer, no build."""
+
+    why: str
+
+
+class CellError(Exception):
+    """Raised where a cell's work fails; its class decides the cell's outcome (Cell.settle), its
+    message is the cell's message, `detail` the long text (a traceback, a log)."""
+
+    outcome: ClassVar[Outcome] = Outcome.FAILED
+    skip_reason: SkipReason | None = None
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+class KernelFailed(CellError):
+    """The kernel failed: its build, its launch, its output, or the process running it."""
+
+
+class Broken(CellError):
+    """The harness could not judge the kernel: a tool it needs is missing or broke."""
+
+    outcome = Outcome.ERROR
+
+
+class SpecError(Broken):
+    """The kernel's spec broke: it raised, or broke the spec API's contract."""
+
+
+class Skip(CellError):
+    """The cell cannot run here, for a machine-readable reason."""
+
+    outcome = Outcome.SKIPPED
+
+    def __init__(self, reason: SkipReason, why: str):
+        super().__init__(f"{reason.value}: {why}")
+        self.skip_reason = reason
+        self.reason, self.why = reason, why
+
+    def adding(self, more: str) -> Skip:
+        """This skip, with `more` said after its why."""
+        return Skip(self.reason, f"{self.why}; {more}")
+
+
+class ReportError(Exception):
+    """A report that cannot be used; the message starts with its file name."""
