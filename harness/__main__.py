@@ -20,9 +20,8 @@ from harness.commands import compile as compile_command
 from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
 from harness.commands import test as test_command
-from harness.commands.environment import Unusable, project_root
-from harness.commands.sharding import ShardError
-from harness.commands.stage import NothingToRun
+from harness.commands.environment import project_root
+from harness.model.errors import UsageError
 
 COMMANDS = {
     "test": test_command.main,
@@ -102,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (Unusable, NothingToRun, ShardError) as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
 
 
 def cli() -> None:

@@ -13,7 +13,7 @@ from harness.commands.console import print_devices
 from harness.commands.sharding import ShardRequest
 from harness.commands.stage import RunOptions
 from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
-from harness.model.errors import Unavailable
+from harness.model.errors import Unavailable, UsageError
 from harness.model.matrix import Matrix, MatrixError, Target, load_matrix
 from harness.model.provenance import current_commit
 from harness.run.device import DeviceInfo, DeviceMissing, probe_all
@@ -36,8 +36,8 @@ def project_root(start: Path | None = None) -> Path:
     return here
 
 
-class Unusable(Exception):
-    """The command cannot start (a matrix that cannot be used): exit 2, the message said."""
+class Unusable(UsageError):
+    """The command cannot start: a matrix, an option or a report it needs cannot be used."""
 
 
 def matrix_and_targets(path: Path, names: list[str]) -> tuple[Matrix, list[Target]]:

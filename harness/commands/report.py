@@ -17,12 +17,10 @@ def main(args: argparse.Namespace) -> int:
         from harness.report.publish import PublishOptions, publish
         from harness.report.summary import headline
     except ModuleNotFoundError as missing:  # a --no-venv environment without the report's needs
-        print(
-            f"error: report needs the Python package {missing.name!r}, which is not installed "
-            "here: pip install -r requirements.txt (or run nox -s report)",
-            file=sys.stderr,
-        )
-        return 2
+        raise environment.Unusable(
+            f"report needs the Python package {missing.name!r}, which is not installed "
+            "here: pip install -r requirements.txt (or run nox -s report)"
+        ) from missing
     matrix, _ = environment.matrix_and_targets(args.matrix, [])
     if args.out.exists() and not args.out.is_dir():
         raise environment.Unusable(

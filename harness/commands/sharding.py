@@ -25,7 +25,7 @@ from pathlib import Path
 from harness.model.cell import Shard
 from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel
-from harness.model.errors import ReportError
+from harness.model.errors import ReportError, UsageError
 from harness.model.outcome import CellKind
 from harness.report.history import HistoryError, recent_reports
 from harness.run.schedule import estimate, shard
@@ -35,7 +35,7 @@ HISTORY_RUNS = 5
 SQLITE_MAGIC = b"SQLite format 3\0"
 
 
-class ShardError(ValueError):
+class ShardError(UsageError):
     """A --shard or --times that cannot be used; the message names it."""
 
 

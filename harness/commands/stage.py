@@ -24,7 +24,7 @@ from harness.model import spec_children
 from harness.model.cell import Cell, CompileFacts, DeviceRecord, Provenance, Report
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel, KernelFolder, build_label, kernel_folders
-from harness.model.errors import CellError, KernelFailed, Skip, SpecError, Unavailable
+from harness.model.errors import CellError, KernelFailed, Skip, SpecError, Unavailable, UsageError
 from harness.model.matrix import Matrix, Target
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.model.provenance import runner_name
@@ -112,7 +112,7 @@ def compile_cell_of(defines: tuple[str, ...]) -> RunCell:
     return RunCell(CellKind.COMPILE, f"compile({label})") if label else COMPILE_CELL
 
 
-class NothingToRun(Exception):
+class NothingToRun(UsageError):
     """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
 
 

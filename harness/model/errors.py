@@ -2,7 +2,9 @@
 value is `Unavailable` with why. Where a cell's work fails, the code that fails raises a CellError
 of the class that decides the outcome (KernelFailed, Broken, SpecError, Skip), and whoever owns
 the cell settles it from that error (`Cell.settle`), once. A report that cannot be read is a
-ReportError naming its file.
+ReportError naming its file. What the person running a command can fix (a matrix, a selection,
+an option) is a UsageError: one line naming the file, line, option or kernel, and the command's
+exit status; the command line prints it, and nothing else turns an error into an exit status.
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ class Skip(CellError):
     def adding(self, more: str) -> Skip:
         """This skip, with `more` said after its why."""
         return Skip(self.reason, f"{self.why}; {more}")
+
+
+class UsageError(Exception):
+    """A command that cannot start as asked, and what to fix: its message is one line that
+    names the file and line, the option or the kernel; the command exits with `exit_code`."""
+
+    exit_code: ClassVar[int] = 2
 
 
 class ReportError(Exception):
