@@ -25,6 +25,7 @@ from harness.model.result import (  # noqa: E402
     Report,
     Timing,
 )
+
 from harness.report import store  # noqa: E402
 
 CELLS_PER_REPORT = 10_000

@@ -12,9 +12,6 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.commands.ab import compare_target
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
 from harness.model.cell import ABJudgement, Report
 from harness.model.codec import report_from_json
@@ -22,6 +19,9 @@ from harness.model.errors import Unavailable
 from harness.model.matrix import MatrixError, load_matrix
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree, extract, resolve_commit
+from harness.pipeline.comparing import compare_target
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.report import store
 from tests.conftest import PLANTED, ROOT
 

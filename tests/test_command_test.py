@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.run.device import DeviceInfo
 from tests.conftest import CORPUS, ROOT
 

@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 
 from harness import sandbox
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.compile.identity import IdentityError, code_identity, code_sections
 from harness.compile.nvcc import (
     FAILED_CHECK,
@@ -38,6 +36,8 @@ from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
 from harness.model.errors import SpecError, Unavailable
 from harness.model.outcome import Outcome
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from tests.conftest import PLANTED, ROOT
 
 
@@ -843,8 +843,8 @@ def test_a_device_library_the_toolkit_lacks_fails_the_build_naming_it(
 def test_case_macros_make_one_build_per_set_each_with_its_own_compile_cell(
     matrix, toolchain, planted, tmp_path
 ):
-    from harness.commands.stage import compile_stage
     from harness.model.cell import Provenance
+    from harness.pipeline.start import compile_stage
 
     folder = _with_build(planted, 'BuildOptions(std="c++20")')
     spec = folder / "spec.py"
@@ -909,7 +909,7 @@ def test_a_failed_build_of_case_macros_fails_its_own_cases_only(
 
 
 def test_compiling_says_how_many_builds_are_done_at_most_once_a_second(matrix, capsys):
-    from harness.commands.stage import _CompileProgress
+    from harness.pipeline.start import _CompileProgress
 
     progress = _CompileProgress(matrix.targets["sm_90a"], 3)
     progress(1, 3)  # within the second: not said

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-from harness.commands.console import Progress
 from harness.model.cell import Cell, Provenance
 from harness.model.outcome import CellKind, Outcome
+from harness.pipeline.console import Progress
 
 WHERE = Provenance(runner="test")
 

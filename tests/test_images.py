@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from harness import images
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.model.errors import Unavailable
 from harness.model.matrix import load_matrix
 from harness.model.outcome import Outcome, SkipReason
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.report.merge import read_report
 from tests.conftest import ROOT, needs_docker
 

@@ -15,8 +15,6 @@ import pytest
 from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase
 from lxml import etree
 
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.model.cell import (
     ABComparison,
     ABJudgement,
@@ -31,6 +29,8 @@ from harness.model.cell import (
 from harness.model.codec import SCHEMA_VERSION
 from harness.model.errors import ReportError, Unavailable
 from harness.model.outcome import CellKind, Outcome, SkipReason
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.report import junit, merge, store
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from tests.conftest import PLANTED, ROOT

@@ -258,10 +258,10 @@ FAMILY_TARGET = """  sm_100f:
 def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     tmp_path, toolchain, compile_cache
 ):
-    from harness.commands.stage import RunOptions
-    from harness.commands.test import run_target
     from harness.model.errors import Unavailable
     from harness.model.outcome import Outcome
+    from harness.pipeline.start import RunOptions
+    from harness.pipeline.testing import run_target
     from tests.conftest import PLANTED
 
     text = (ROOT / "matrix.yaml").read_text().replace("\ntiming:", FAMILY_TARGET + "\ntiming:", 1)

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from harness import sandbox
-from harness.commands.sanitize import sanitize_target
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.model.outcome import Outcome
+from harness.pipeline.sanitizing import sanitize_target
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT
 
@@ -361,11 +361,11 @@ def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
 def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     matrix, toolchain, gpu, tmp_path
 ):
-    from harness.commands.ab import compare_target
     from harness.model.cell import ABJudgement
     from harness.model.matrix import ABSettings
     from harness.model.outcome import Outcome
     from harness.model.revision import BaseTree
+    from harness.pipeline.comparing import compare_target
 
     head, base = tmp_path / "project" / "kernels", tmp_path / "base" / "kernels"
     for tree in (head, base):

@@ -19,12 +19,12 @@ import cmarkgfm
 import pytest
 from lxml import etree
 
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance
 from harness.model.codec import cell_json
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
 from harness.report.publish import PublishOptions, publish

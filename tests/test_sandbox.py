@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from harness import sandbox
-from harness.commands.stage import RunOptions, spec_confinement
-from harness.commands.test import run_target
 from harness.compile.nvcc import mac_key_file
 from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
+from harness.pipeline.start import RunOptions, spec_confinement
+from harness.pipeline.testing import run_target
 from tests.conftest import PLANTED, ROOT
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"

@@ -15,9 +15,6 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from harness.commands.sanitize import sanitize_target, smallest_case
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
 from harness.compile.toolchain import Toolchain
 from harness.model.cell import Cell, Provenance, SanitizerFindings
 from harness.model.codec import cell_json
@@ -25,6 +22,9 @@ from harness.model.declared import Declared
 from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
+from harness.pipeline.sanitizing import sanitize_target, smallest_case
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.processes import Finished
 from harness.report.publish import PublishOptions, publish
 from harness.run import sanitizer as compute_sanitizer

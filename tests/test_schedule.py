@@ -7,11 +7,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from harness.commands.stage import RunOptions
-from harness.commands.test import Workers, run_target
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import Workers, run_target
 from harness.run.device import DeviceInfo
 from harness.run.schedule import (
     AHEAD_MEMORY_MAX,

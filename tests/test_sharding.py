@@ -13,16 +13,16 @@ from collections import Counter
 
 import pytest
 
-from harness.commands.sharding import (
+from harness.model.errors import Unavailable
+from harness.pipeline.sharding import (
     HISTORY_RUNS,
     ShardError,
     ShardRequest,
     default_sources,
     times_of,
 )
-from harness.commands.stage import RunOptions
-from harness.commands.test import run_target
-from harness.model.errors import Unavailable
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, read_report, shard_problems
 from tests.conftest import ROOT

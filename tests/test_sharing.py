@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from types import SimpleNamespace
 
-from harness.commands.test import _shared_gpu
 from harness.model.cell import Cell, Provenance, Timing
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
+from harness.pipeline.testing import _shared_gpu
 from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, parent_of, shared_why
 
 

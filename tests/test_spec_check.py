@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from junitparser import Error, JUnitXml, Skipped
 
-from harness.commands.stage import RunOptions
-from harness.commands.test import CHECKED, run_target
 from harness.model.cell import Resources
 from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
+from harness.pipeline.start import RunOptions
+from harness.pipeline.testing import CHECKED, run_target
 from harness.run.packing import bits_of, layout_of, packed
 from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
 from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture

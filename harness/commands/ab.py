@@ -1,324 +1,18 @@
-"""`ab <target> --base REF`: each case whose code changed since the base commit, timed against
-the base's build on this GPU, interleaved; the verdicts go into the target's report.
-
-The report is the one `test` wrote for the target (its cells are the head's). The base's kernel
-trees come from git (`--base REF`), or from a folder laid out as the project is
-(`--base-tree DIR --base-commit SHA`: what a container without git is given). Both sides are
-compiled by this toolchain into the same cache. A kernel whose code identity equals the base's
-is IDENTICAL and not timed (`--all` times it anyway: an A/A of unchanged code); one whose
-code identity either side lacks (no cuobjdump ran) is timed, and `ab` counts them; one the base
-lacks is NEW; one the base cannot build, set up, verify or run is NOT_RUN, saying why. Nothing
-of the report's own cells changes but their `ab`.
-"""
+"""`ab <target> --base REF`: the kernels whose code changed since REF, timed against REF's build
+on this GPU (harness.pipeline.comparing), each case's A/B written into the target's report."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import tempfile
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.commands import environment
-from harness.commands.stage import (
-    Build,
-    RunOptions,
-    check_selection,
-    load_and_compile,
-    report_stem,
-    runnable_binary,
-    spec_confinement,
-)
-from harness.compile.nvcc import Compiled, failure_line
-from harness.compile.toolchain import Toolchain
-from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance, Report
-from harness.model.codec import report_from_json
-from harness.model.discovery import Kernel, kernel_folders
-from harness.model.errors import CellError, ReportError, Unavailable
-from harness.model.matrix import Matrix
-from harness.model.outcome import CellKind, Outcome
+from harness.model.errors import Unavailable
 from harness.model.provenance import runner_name
 from harness.model.revision import BaseTree, extract, resolve_commit
-from harness.report import store
-from harness.report.verdict import ab_threshold_pct, judge_paired
-from harness.run import worker
-from harness.run.device import DeviceInfo
-from harness.run.paired import PairTiming
-from harness.run.pool import WorkerFault, WorkerPool
-from harness.run.worker import PairJob, WorkerSetup
-from harness.sandbox import Confinement
-
-
-@dataclass(frozen=True)
-class _Base:
-    """The base commit's side of one kernel: its loaded spec and build, or why there is none
-    to time (`missing`: NEW; `broken`: NOT_RUN)."""
-
-    kernel: Kernel | None = None
-    builds: dict[tuple[str, ...], Build] | None = None  # by case macros
-    missing: str = ""
-    broken: str = ""
-
-
-def compare_target(
-    matrix: Matrix,
-    options: RunOptions,
-    report: Report,
-    base: BaseTree | Unavailable,
-    toolchain: Toolchain | Unavailable,
-    devices: Sequence[DeviceInfo] | Unavailable,
-    everything: bool = False,
-) -> dict[tuple[str, str], ABComparison]:
-    """The A/B of every passed case cell of `report` against `base`, by (classname, case)."""
-    target = options.target
-    where = report.provenance
-    device = devices if isinstance(devices, Unavailable) else devices[0]
-    head_folders = check_selection(options.kernels_roots, options.select)
-    heads = load_and_compile(
-        head_folders,
-        matrix,
-        target,
-        toolchain,
-        options.cache_dir,
-        where,
-        lambda kernel: [],
-        spec_confinement(options),
-    )
-    head = heads.stage
-    bases = _base_kernels(matrix, options, base, toolchain, where, heads.loaded)
-    commit = base.commit if isinstance(base, BaseTree) else "none"
-    passed = {
-        (cell.classname, cell.case)
-        for cell in report.cells
-        if cell.kind is CellKind.CASE and cell.outcome is Outcome.PASSED
-    }
-    found: dict[tuple[str, str], ABComparison] = {}
-    jobs: list[tuple[tuple[str, str], PairJob]] = []
-    base_codes: dict[tuple[str, str], str | None] = {}  # the base build's code identity
-    unknown: set[str] = set()  # kernels whose code identity either side lacks
-    for kernel in head.kernels:
-        cases = [c for c in kernel.declared.cases if (kernel.classname, c.name) in passed]
-        for case in cases:
-            key = (kernel.classname, case.name)
-            head_build = head.build_of(kernel, case)
-            plan = _plan(head_build, bases[kernel.classname], case.name, commit)
-            if isinstance(plan, ABComparison):
-                found[key] = plan
-                continue
-            if plan.unknown:
-                unknown.add(kernel.classname)
-            if plan.identical and not everything:
-                found[key] = ABComparison(
-                    commit,
-                    ABJudgement.IDENTICAL,
-                    "the base's code identity is the head's",
-                    base_code_identity=plan.code,
-                )
-            else:
-                try:
-                    base_binary = runnable_binary(target, device, plan.build)
-                    head_binary = runnable_binary(target, device, head_build, case.defines)
-                except CellError as cannot:
-                    found[key] = ABComparison(commit, ABJudgement.NOT_RUN, str(cannot))
-                    continue
-                job = PairJob(
-                    plan.kernel.spec_file,
-                    kernel.spec_file,
-                    case.name,
-                    target,
-                    base_binary,
-                    head_binary,
-                    matrix.ab,
-                )
-                jobs.append((key, job))
-                base_codes[key] = plan.code
-    if unknown:
-        print(f"ab: {identity_unknown_line(sorted(unknown))}", flush=True)
-    if jobs and not isinstance(devices, Unavailable):
-        confinement = spec_confinement(options)
-        found.update(_time_pairs(jobs, devices[0], matrix, commit, base_codes, confinement))
-    return found
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A kernel both sides have and build: the base's kernel and build, and whether its code is
-    the head's."""
-
-    kernel: Kernel
-    build: Compiled
-    identical: bool
-    code: str | None  # the base's code identity
-    unknown: bool  # the base's or the head's code identity is not known: never IDENTICAL
-
-
-def _plan(head_build: Build, base: _Base, case: str, commit: str) -> _Plan | ABComparison:
-    """How a case is compared: timed against the base's build of it, or, where there is none
-    to time, what it gets (NEW, NOT_RUN) and why."""
-    if base.missing:
-        return ABComparison(commit, ABJudgement.NEW, base.missing)
-    if base.broken or base.kernel is None or base.builds is None:
-        return ABComparison(commit, ABJudgement.NOT_RUN, base.broken or "no base build")
-    base_case = next((c for c in base.kernel.declared.cases if c.name == case), None)
-    if base_case is None:
-        return ABComparison(commit, ABJudgement.NEW, "the base has no such case")
-    build = base.builds[base_case.defines]
-    if isinstance(build, Unavailable):
-        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base was not compiled: {build.why}")
-    if build.binary is None:
-        line = failure_line(build.log)
-        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base's build failed: {line}")
-    head_code = head_build.code_identity if isinstance(head_build, Compiled) else None
-    identical = head_code is not None and head_code == build.code_identity
-    unknown = head_code is None or build.code_identity is None
-    return _Plan(base.kernel, build, identical, build.code_identity, unknown)
-
-
-def identity_unknown_line(kernels: Sequence[str]) -> str:
-    """What `ab` says of kernels whose code identity it does not know (a cuobjdump it could not
-    run): it cannot tell their code unchanged, so it times them rather than carrying them over
-    as IDENTICAL."""
-    count = f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"
-    return f"code identity unknown for {count}: they are timed, not carried ({', '.join(kernels)})"
-
-
-def _base_kernels(
-    matrix: Matrix,
-    options: RunOptions,
-    base: BaseTree | Unavailable,
-    toolchain: Toolchain | Unavailable,
-    where: Provenance,
-    head_kernels: list[Kernel],
-) -> dict[str, _Base]:
-    """The base side of each head kernel, by classname."""
-    if isinstance(base, Unavailable):
-        return {k.classname: _Base(missing=f"no base: {base.why}") for k in head_kernels}
-    folders = []
-    outside = {}
-    for root in options.kernels_roots:
-        base_root = base.root_of(Path(root))
-        if isinstance(base_root, Unavailable):
-            outside.update({f.classname: base_root.why for f in kernel_folders(Path(root))})
-        elif base_root.is_dir():
-            folders += kernel_folders(base_root, options.select)
-    found = load_and_compile(
-        folders,
-        matrix,
-        options.target,
-        toolchain,
-        options.cache_dir,
-        where,
-        lambda kernel: [],
-        spec_confinement(options),
-    )
-    broken = {cell.classname: cell.message for cell in found.spec_cells}
-    stage = found.stage
-    by_name = {k.classname: k for k in found.loaded}
-    sides = {}
-    for kernel in head_kernels:
-        name = kernel.classname
-        if name in outside:
-            sides[name] = _Base(missing=f"no base: {outside[name]}")
-        elif name in broken:
-            sides[name] = _Base(broken=f"the base's spec cannot be used: {broken[name]}")
-        elif name not in by_name:
-            sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
-        elif by_name[name] not in stage.kernels:
-            needs = by_name[name].declared.requires
-            sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
-        else:
-            base_kernel = by_name[name]
-            builds = {d: stage.builds[name, d] for d in base_kernel.builds}
-            sides[name] = _Base(base_kernel, builds)
-    return sides
-
-
-def _time_pairs(
-    jobs: list[tuple[tuple[str, str], PairJob]],
-    device: DeviceInfo,
-    matrix: Matrix,
-    commit: str,
-    base_codes: dict[tuple[str, str], str | None],
-    confinement: Confinement | None,
-) -> dict[tuple[str, str], ABComparison]:
-    """Each job timed in a GPU worker of its kernel's own (a fault costs its own case and a
-    fresh worker; the next kernel's worker starts while this one's cases are timed), judged."""
-    found = {}
-    timeout_s = matrix.timer.case_timeout_s + matrix.ab.budget_s
-    by_kernel: dict[str, list[tuple[tuple[str, str], PairJob]]] = {}
-    for key, job in jobs:
-        by_kernel.setdefault(key[0], []).append((key, job))
-    groups = list(by_kernel.values())
-    with contextlib.ExitStack() as up:
-        quiet = up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")) + "/gpu.lock"
-        setup = WorkerSetup(device, matrix.timer, quiet_lock=Path(quiet), confinement=confinement)
-        pools = [WorkerPool(worker.start, worker.serve, setup) for _ in groups]
-        for pool in pools:
-            up.callback(pool.close)
-        for index, group in enumerate(groups):
-            if index + 1 < len(pools):
-                pools[index + 1].start()
-            for key, job in group:
-                try:
-                    timing = PairTiming.from_json(pools[index].run(job, timeout_s))
-                except (WorkerFault, ValueError) as fault:
-                    timing = PairTiming(why=f"the A/B's worker failed: {fault}")
-                found[key] = _judged(timing, commit, base_codes[key])
-                print(_line(key, found[key]), flush=True)
-            pools[index].close()
-    return found
-
-
-def _judged(timing: PairTiming, commit: str, base_code: str | None) -> ABComparison:
-    if timing.why or not timing.ratios:
-        return ABComparison(
-            commit, ABJudgement.NOT_RUN, timing.why or "no rounds", base_code_identity=base_code
-        )
-    assert timing.base_median_us is not None and timing.head_median_us is not None
-    threshold = ab_threshold_pct(min(timing.base_median_us, timing.head_median_us))
-    ratio, low, high, judgement = judge_paired(timing.ratios, threshold)
-    return ABComparison(
-        base_commit=commit,
-        judgement=ABJudgement(judgement.value),
-        why="" if timing.same_inputs else "the specs make different problems: each on its own",
-        ratio=ratio,
-        low=low,
-        high=high,
-        threshold_pct=threshold,
-        rounds=len(timing.ratios),
-        base_median_us=timing.base_median_us,
-        head_median_us=timing.head_median_us,
-        same_inputs=timing.same_inputs,
-        base_code_identity=base_code,
-    )
-
-
-def _line(key: tuple[str, str], ab: ABComparison) -> str:
-    name = f"{key[0]}::{key[1]}"
-    if ab.ratio is not None:
-        return (
-            f"  {ab.judgement.value:9} {name}  {ab.ratio:.4f} ({ab.low:.4f}-{ab.high:.4f}), "
-            f"threshold {ab.threshold_pct:.2f} %, {ab.rounds} rounds, "
-            f"{ab.base_median_us:.2f} -> {ab.head_median_us:.2f} us"
-        )
-    return f"  {ab.judgement.value:9} {name}  -- {ab.why}"
-
-
-def unmeasured_lines(found: dict[tuple[str, str], ABComparison]) -> list[str]:
-    """One line for each kernel whose cases were not timed alike (NEW, NOT_RUN), saying why;
-    a kernel's cases that differ in that get a line each. IDENTICAL goes without saying."""
-    by_kernel: dict[tuple[str, ABJudgement, str], list[str]] = {}
-    for (kernel, case), ab in sorted(found.items()):
-        if not ab.judgement.measured and ab.judgement is not ABJudgement.IDENTICAL:
-            by_kernel.setdefault((kernel, ab.judgement, ab.why), []).append(case)
-    lines = []
-    for (kernel, judgement, why), cases in by_kernel.items():
-        which = cases[0] if len(cases) == 1 else f"{len(cases)} cases"
-        lines.append(f"  {judgement.value:9} {kernel} ({which})  -- {why}")
-    return lines
+from harness.pipeline.comparing import compare_and_record, head_report, unmeasured_lines
+from harness.pipeline.start import RunOptions
 
 
 def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unavailable:
@@ -337,26 +31,13 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
     return extract(environment.project_root(), commit, list(map(Path, options.kernels_roots)), into)
 
 
-def _head_report(files: store.ReportFiles) -> Report:
-    try:
-        return report_from_json(json.loads(files.json.read_text()), files.json)
-    except FileNotFoundError:
-        raise environment.Unusable(
-            f"{files.json}: no report to add the A/B to: run `test` for this target first"
-        ) from None
-    except (OSError, ValueError, ReportError) as error:
-        raise environment.Unusable(f"{files.json}: cannot be read: {error}") from error
-
-
 def main(args: argparse.Namespace) -> int:
     """`ab <target> --base REF`: the A/B of the changed kernels, written into the report."""
     if not args.base and not args.base_tree:
         raise environment.Unusable("ab: name the base: --base REF, or --base-tree DIR")
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
     options = environment.run_options(args, target)
-    stem = report_stem("junit", target, options.select, options.shard)
-    files = store.report_files(options.reports_dir, stem)
-    report = _head_report(files)
+    head = head_report(options)
     base = base_tree(args, options)
     if isinstance(base, Unavailable):
         print(f"ab: no base to compare with ({base.why}): every kernel is judged NEW")
@@ -364,21 +45,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"ab: {target.name} against {base.commit} ({base.folder})")
     nvcc = environment.toolchain()
     gpus = environment.devices(matrix)
-    found = compare_target(matrix, options, report, base, nvcc, gpus, args.all)
-    _record(report, found)
-    store.write(files, report)
+    found = compare_and_record(matrix, options, head, base, nvcc, gpus, args.all)
     counts = Counter(ab.judgement.value for ab in found.values())
     for line in unmeasured_lines(found):
         print(line)
     print(
         f"ab {target.name} on {runner_name(options.runner)}: "
         + ", ".join(f"{n} {j}" for j, n in sorted(counts.items()))
-        + f"; written to {files.json}"
+        + f"; written to {head.files.json}"
     )
     return 0
-
-
-def _record(report: Report, found: dict[tuple[str, str], ABComparison]) -> None:
-    cells: list[Cell] = [c for c in report.cells if c.kind is CellKind.CASE]
-    for cell in cells:
-        cell.ab = found.get((cell.classname, cell.case), cell.ab)

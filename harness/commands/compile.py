@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import environment
-from harness.commands.console import print_summary
-from harness.commands.test import run_target
 from harness.model.errors import Unavailable
+from harness.pipeline.console import print_summary
+from harness.pipeline.testing import run_target
 
 
 def main(args: argparse.Namespace) -> int:

@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.commands import sharding
-from harness.commands.sharding import ShardRequest
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import Toolchain, gpu_codes
 from harness.model import spec_children
@@ -28,6 +26,8 @@ from harness.model.errors import CellError, KernelFailed, Skip, SpecError, Unava
 from harness.model.matrix import Matrix, Target
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.model.provenance import runner_name
+from harness.pipeline import sharding
+from harness.pipeline.sharding import ShardRequest
 from harness.report import store
 from harness.report.store import ReportFiles
 from harness.run.device import DeviceInfo

@@ -13,11 +13,11 @@ import time
 from collections import Counter
 from typing import TextIO
 
-from harness.commands.stage import RunResult
 from harness.model.cell import Cell, Report
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
 from harness.model.text import shown_controls
+from harness.pipeline.start import RunResult
 from harness.run.device import DeviceInfo
 
 
