@@ -17,10 +17,10 @@ from harness.run.schedule import (
     AHEAD_MEMORY_MAX,
     Expected,
     ahead_memory,
+    balanced_parts,
     estimate,
     expected,
     pipeline_order,
-    shard,
     within_memory,
 )
 from harness.spec import Work
@@ -110,10 +110,10 @@ def test_each_kernel_runs_in_workers_of_its_own(matrix, toolchain, compile_cache
 
 def test_shards_are_balanced_longest_first():
     weights = [9.0, 1.0, 8.0, 2.0, 7.0, 3.0, 6.0, 4.0, 5.0]
-    shards = shard(weights, lambda w: w, 3)
+    shards = balanced_parts(weights, lambda w: w, 3)
     assert sorted(sum(s) for s in shards) == [14.0, 15.0, 16.0]  # LPT: within the last item
     assert all(s == sorted(s, reverse=True) for s in shards)
-    assert shard([], lambda w: w, 2) == [[], []]
+    assert balanced_parts([], lambda w: w, 2) == [[], []]
 
 
 def test_a_case_is_expected_to_take_what_it_took_else_what_its_size_says():

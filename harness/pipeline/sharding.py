@@ -28,7 +28,7 @@ from harness.model.discovery import Kernel
 from harness.model.errors import ReportError, UsageError
 from harness.model.outcome import CellKind
 from harness.report.history import HistoryError, recent_reports
-from harness.run.schedule import estimate, shard
+from harness.run.schedule import balanced_parts, estimate
 
 # The runs of a history that weigh a case: the newest, so a kernel's times follow its code.
 HISTORY_RUNS = 5
@@ -190,6 +190,6 @@ class Plan:
 def plan(request: ShardRequest, weights: Mapping[str, float], source: str) -> Plan:
     """The kernels of `weights` in request.count shards, longest first onto the least loaded
     (ties by name, then to the lower shard): the same plan from the same weights anywhere."""
-    shards = shard(sorted(weights), weights.__getitem__, request.count)
+    shards = balanced_parts(sorted(weights), weights.__getitem__, request.count)
     digest = hashlib.sha256(json.dumps(shards).encode()).hexdigest()
     return Plan(shards, Shard(request.index, request.count, digest, source))

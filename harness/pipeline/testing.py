@@ -54,9 +54,9 @@ from harness.run.schedule import (
     AHEAD_CASES,
     Expected,
     ahead_memory,
+    balanced_parts,
     expected,
     grouped_pipeline_order,
-    shard,
 )
 from harness.run.spec_check import check_kernels
 from harness.run.worker import CaseJob, Prepare, WorkerSetup
@@ -282,7 +282,7 @@ def _run_jobs(
     """Every job on one of `devices`, each device working through its shard kernel by kernel,
     each kernel in a worker of its own (`gpus`, by device ordinal); each cell goes into the
     report (rewritten on disk) the moment it is done."""
-    balanced = shard(jobs, lambda job: job.expected.turn_s, len(devices))
+    balanced = balanced_parts(jobs, lambda job: job.expected.turn_s, len(devices))
     shards = [
         grouped_pipeline_order(queue, lambda job: job.kernel.classname, lambda job: job.expected)
         for queue in balanced

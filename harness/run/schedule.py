@@ -99,15 +99,18 @@ def expected(
     return seen if seen is not None and seen.turn_s > 0 else estimate(work)
 
 
-def shard(items: Sequence[Item], weight: Callable[[Item], float], count: int) -> list[list[Item]]:
-    """`items` in `count` shards of near-equal total weight, each in longest-first order."""
-    shards: list[list[Item]] = [[] for _ in range(max(count, 1))]
-    loads = [0.0] * len(shards)
+def balanced_parts(
+    items: Sequence[Item], weight: Callable[[Item], float], count: int
+) -> list[list[Item]]:
+    """`items` in `count` parts of near-equal total weight, each in longest-first order: the
+    shards of `test --shard`, or one run's cases over its GPUs."""
+    parts: list[list[Item]] = [[] for _ in range(max(count, 1))]
+    loads = [0.0] * len(parts)
     for item in sorted(items, key=weight, reverse=True):
         lightest = loads.index(min(loads))
-        shards[lightest].append(item)
+        parts[lightest].append(item)
         loads[lightest] += weight(item)
-    return shards
+    return parts
 
 
 def pipeline_order(items: Sequence[Item], expect: Callable[[Item], Expected]) -> list[Item]:
