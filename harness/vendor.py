@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Case, StreamRef, Vendor
+from harness.model.spec import Case, StreamRef, Vendor
 
 
 def torch_matmul(a: str, b: str, *, b_is_n_by_k: bool = False) -> Vendor:

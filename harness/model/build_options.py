@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from harness.spec import BuildOptions
+from harness.model.spec import BuildOptions
 
 STANDARDS = ("c++17", "c++20")
 # What a device link may take beyond the units: the toolkit's own device runtime

@@ -18,7 +18,7 @@ from harness.model.build_options import (
     nvcc_flags,
     source_problem,
 )
-from harness.spec import (
+from harness.model.spec import (
     BuildOptions,
     KernelSpec,
     Math,

@@ -30,7 +30,7 @@ from harness.model.build_options import (
 from harness.model.declared import Declared
 from harness.model.errors import SpecError
 from harness.model.outcome import CellKind
-from harness.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
+from harness.model.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
 
 # A compile or spec cell is named after its kind (compile[sm_90a], and compile(VEC=4)[sm_90a]
 # for a build of case macros): a case may not be

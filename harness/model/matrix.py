@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.spec import Math, RequireAny, RequireArch, Requirement
+from harness.model.spec import Math, RequireAny, RequireArch, Requirement
 
 # sm_<major><minor>, then "a" (arch-specific: that CC exactly) or "f" (family-specific: the CCs
 # of its major family from its own on, such as sm_100f on CC 10.0 and 10.3), or plain.

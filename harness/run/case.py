@@ -27,6 +27,7 @@ from harness.model.discovery import LoadedKernel
 from harness.model.errors import CellError, KernelFailed, SpecError
 from harness.model.matrix import Target, TimerSettings
 from harness.model.outcome import CellKind, Outcome
+from harness.model.spec import Case, DeviceLimits, DeviceUnsupported, Launch, Problem, StreamRef
 from harness.run.checked import CudaError
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
@@ -54,7 +55,6 @@ from harness.run.verify import (
     mismatch_count,
     unchanged,
 )
-from harness.spec import Case, DeviceLimits, DeviceUnsupported, Launch, Problem, StreamRef
 
 T = TypeVar("T")
 

@@ -30,11 +30,7 @@ from cuda.core.utils import StridedMemoryView
 
 from harness.compile.nvcc import entries_of_binary, jit_inputs_of_binary, symbols_of_binary
 from harness.model.matrix import Target
-from harness.run.checked import check
-from harness.run.device import DeviceInfo
-from harness.run.packing import bits_of, packed, scalar_problem, struct_problem, texture_problem
-from harness.run.stray import CONTENTS, Extreme, extreme_fill
-from harness.spec import (
+from harness.model.spec import (
     Arg,
     Buf,
     DeviceUnsupported,
@@ -46,6 +42,10 @@ from harness.spec import (
     TensorMap,
     Texture,
 )
+from harness.run.checked import check
+from harness.run.device import DeviceInfo
+from harness.run.packing import bits_of, packed, scalar_problem, struct_problem, texture_problem
+from harness.run.stray import CONTENTS, Extreme, extreme_fill
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
 _SWIZZLE = type(TensorMapDescriptorOptions(box_dim=(1,)).swizzle)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from harness.spec import Buf, Struct, Texture
+from harness.model.spec import Buf, Struct, Texture
 
 POINTER_BYTES = 8  # a device pointer inside a struct, on every 64-bit host CUDA supports
 _NATIVE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}

@@ -25,11 +25,11 @@ import numpy as np
 from harness.model.discovery import LoadedKernel
 from harness.model.errors import CellError
 from harness.model.matrix import ABSettings
+from harness.model.spec import Case, Problem
 from harness.run.case import GpuRuntime, describe_exception
 from harness.run.launch import Module, Workspace
 from harness.run.timer import ColdSampler
 from harness.run.verify import compare
-from harness.spec import Case, Problem
 
 MIN_ROUNDS = 6  # fewer give the rounds' median no distribution-free interval
 

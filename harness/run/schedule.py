@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harness.spec import Work
+from harness.model.spec import Work
 
 Item = TypeVar("Item")
 

@@ -29,11 +29,7 @@ from harness.model.cell import Resources
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.errors import SpecError
 from harness.model.matrix import Target
-from harness.model.spec_children import in_spec_children
-from harness.run.packing import scalar_problem, struct_problem, texture_problem
-from harness.run.verify import check_reference_fits, checked_work
-from harness.sandbox import Confinement
-from harness.spec import (
+from harness.model.spec import (
     Buf,
     DeviceLimits,
     DeviceUnsupported,
@@ -45,6 +41,10 @@ from harness.spec import (
     TensorMap,
     Texture,
 )
+from harness.model.spec_children import in_spec_children
+from harness.run.packing import scalar_problem, struct_problem, texture_problem
+from harness.run.verify import check_reference_fits, checked_work
+from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)

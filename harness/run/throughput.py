@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from harness.model.cell import Throughput
 from harness.model.errors import KernelFailed
+from harness.model.spec import Work
 from harness.run.device import DeviceInfo
-from harness.spec import Work
 
 
 def throughput(work: Work, median_us: float, device: DeviceInfo) -> Throughput:

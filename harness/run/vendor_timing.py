@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from harness.model.cell import Timing, VendorTiming
-from harness.spec import Case, StreamRef, Vendor, Work
+from harness.model.spec import Case, StreamRef, Vendor, Work
 
 
 def measure_vendor(

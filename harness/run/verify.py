@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.model.errors import SpecError
-from harness.spec import Case, Tolerance, Work
+from harness.model.spec import Case, Tolerance, Work
 
 DEFAULT_TOLERANCE = {
     np.dtype(np.float32): Tolerance(rtol=1e-4, atol=1e-4),

@@ -23,10 +23,10 @@ from harness.model.codec import cell_json
 from harness.model.discovery import KernelFolder, LoadedKernel, load_kernel
 from harness.model.errors import SpecError
 from harness.model.matrix import ABSettings, Target, TimerSettings
+from harness.model.spec import Case
 from harness.run.device import DeviceInfo
 from harness.run.pool import Reply
 from harness.sandbox import Confinement, confine
-from harness.spec import Case
 
 
 @dataclass(frozen=True)
