@@ -17,15 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.model.result import (  # noqa: E402
-    Cell,
-    CellKind,
-    Outcome,
-    Provenance,
-    Report,
-    Timing,
-)
-
+from harness.model.cell import Cell, Provenance, Report, Timing  # noqa: E402
+from harness.model.outcome import CellKind, Outcome  # noqa: E402
 from harness.report import store  # noqa: E402
 
 CELLS_PER_REPORT = 10_000
