@@ -30,7 +30,7 @@ from harness.model.errors import Broken, CellError, Unavailable
 from harness.model.matrix import Matrix, Target, Tool
 from harness.model.outcome import CellKind
 from harness.pipeline.start import (
-    RunCell,
+    PlannedCell,
     RunOptions,
     RunResult,
     new_cell,
@@ -76,9 +76,9 @@ def sanitize_target(
     target = options.target
     tools = matrix.sanitize.tools
 
-    def run_cells(kernel: Kernel) -> list[RunCell]:
+    def run_cells(kernel: Kernel) -> list[PlannedCell]:
         case = smallest_case(kernel.declared).name
-        return [RunCell(CellKind.SANITIZER, case, tool.value) for tool in tools]
+        return [PlannedCell(CellKind.SANITIZER, case, tool.value) for tool in tools]
 
     files = store.report_files(options.reports_dir, report_stem("sanitize", target, options.select))
     tool_path = sanitizer if isinstance(sanitizer, Path) else None
@@ -131,7 +131,7 @@ class _Run:
 
 
 def _sanitize(run: _Run, matrix: Matrix) -> Cell:
-    cell_of = RunCell(CellKind.SANITIZER, run.case, run.tool.value)
+    cell_of = PlannedCell(CellKind.SANITIZER, run.case, run.tool.value)
     cell = new_cell(run.kernel, cell_of, run.target, run.provenance)
     case_process = [
         sys.executable,

@@ -95,46 +95,47 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class RunCell:
-    """A cell of a kernel to come: its kind, its case, and the tool of a sanitizer cell."""
+class PlannedCell:
+    """A cell of a kernel to come (its spec, compile, case or sanitizer cell): its kind, its
+    case, and the tool of a sanitizer cell. It becomes a Cell once it is settled."""
 
     kind: CellKind
     case: str
     tool: str | None = None
 
 
-COMPILE_CELL = RunCell(CellKind.COMPILE, "compile")
+COMPILE_CELL = PlannedCell(CellKind.COMPILE, "compile")
 
 
-def compile_cell_of(defines: tuple[str, ...]) -> RunCell:
+def compile_cell_of(defines: tuple[str, ...]) -> PlannedCell:
     """The compile cell of a build: `compile`, or `compile(VEC=4)` for one of case macros."""
     label = build_label(defines)
-    return RunCell(CellKind.COMPILE, f"compile({label})") if label else COMPILE_CELL
+    return PlannedCell(CellKind.COMPILE, f"compile({label})") if label else COMPILE_CELL
 
 
 class NothingToRun(UsageError):
     """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
 
 
-def new_cell(kernel: KernelFolder, run: RunCell, target: Target, where: Provenance) -> Cell:
-    """The cell `run` of `kernel`, passed until something says otherwise."""
+def new_cell(kernel: KernelFolder, planned: PlannedCell, target: Target, where: Provenance) -> Cell:
+    """The cell `planned` of `kernel`, passed until something says otherwise."""
     return Cell(
-        run.kind,
+        planned.kind,
         kernel.chapter,
         kernel.name,
-        run.case,
+        planned.case,
         target.name,
         where,
         Outcome.PASSED,
-        tool=run.tool,
+        tool=planned.tool,
     )
 
 
 def settled_cell(
-    kernel: KernelFolder, run: RunCell, target: Target, where: Provenance, error: CellError
+    kernel: KernelFolder, planned: PlannedCell, target: Target, where: Provenance, error: CellError
 ) -> Cell:
-    """The cell `run` of `kernel`, settled by what kept it from passing."""
-    cell = new_cell(kernel, run, target, where)
+    """The cell `planned` of `kernel`, settled by what kept it from passing."""
+    cell = new_cell(kernel, planned, target, where)
     cell.settle(error)
     return cell
 
@@ -228,7 +229,7 @@ def load_kernels(
     across trees, or `ch.1/k` beside `ch/1.k`) would share builds and cells: they get one error
     cell naming both folders.
     """
-    spec_cell = RunCell(CellKind.SPEC, "spec")
+    spec_cell = PlannedCell(CellKind.SPEC, "spec")
     read = spec_children.read_all([f.spec_file for f in folders], import_timeout_s, confinement)
     by_classname: dict[str, list[KernelFolder]] = {}
     for folder in folders:
@@ -281,7 +282,7 @@ def compile_stage(
     toolchain: Toolchain | Unavailable,
     cache_dir: Path,
     where: Provenance,
-    run_cells: Callable[[Kernel], list[RunCell]],
+    run_cells: Callable[[Kernel], list[PlannedCell]],
 ) -> CompileStage:
     """Every kernel of `kernels` compiled for `target`.
 
@@ -441,7 +442,7 @@ def load_and_compile(
     toolchain: Toolchain | Unavailable,
     cache_dir: Path,
     where: Provenance,
-    run_cells: Callable[[Kernel], list[RunCell]],
+    run_cells: Callable[[Kernel], list[PlannedCell]],
     confinement: Confinement | None,
 ) -> Found:
     """The specs of `folders` loaded (load_kernels) and their kernels compiled (compile_stage)."""
@@ -476,7 +477,7 @@ def start_run(
     suite: str,
     toolchain: Toolchain | Unavailable,
     device: DeviceInfo | Unavailable,
-    run_cells: Callable[[Kernel], list[RunCell]],
+    run_cells: Callable[[Kernel], list[PlannedCell]],
     compute_sanitizer: Path | None = None,
 ) -> StartedRun:
     """What every command does first: select the kernels (NothingToRun before any report is

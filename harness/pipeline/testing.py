@@ -35,7 +35,7 @@ from harness.model.outcome import CellKind
 from harness.pipeline.console import Progress
 from harness.pipeline.start import (
     CompileStage,
-    RunCell,
+    PlannedCell,
     RunOptions,
     RunResult,
     StartedRun,
@@ -200,7 +200,7 @@ def _run_cases(
                 cannot_run.append(case.name)
                 continue
             except CellError as cannot:  # its build failed: it fails, on any machine
-                run = RunCell(CellKind.CASE, case.name)
+                run = PlannedCell(CellKind.CASE, case.name)
                 report.cells.append(settled_cell(kernel, run, target, where, cannot))
                 continue
             key = (kernel.classname, case.name)
@@ -257,7 +257,7 @@ def _checked_here(
         for name in names:
             found = findings[kernel.classname][name]
             settled = SpecError(found) if found else cannot.adding(CHECKED)
-            run = RunCell(CellKind.CASE, name)
+            run = PlannedCell(CellKind.CASE, name)
             cells.append(settled_cell(kernel, run, target, where, settled))
     return cells
 
@@ -265,8 +265,8 @@ def _checked_here(
 CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
 
 
-def _case_cells(kernel: Kernel) -> list[RunCell]:
-    return [RunCell(CellKind.CASE, name) for name in kernel.case_names]
+def _case_cells(kernel: Kernel) -> list[PlannedCell]:
+    return [PlannedCell(CellKind.CASE, name) for name in kernel.case_names]
 
 
 def _run_jobs(
@@ -359,7 +359,7 @@ def _run_one(
     try:
         cell = _cell_of(pool.run(case_job, timeout_s), job, case_job)
     except WorkerFault as fault:  # the worker died on this case, or answered nonsense
-        run = RunCell(CellKind.CASE, job.case.name)
+        run = PlannedCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, run, case_job.target, case_job.provenance, fault)
     # a faulted case costs what the parent waited, worker start included
     cell.seconds = cell.seconds or time.monotonic() - started
