@@ -3,6 +3,7 @@ chapter kernels, and whether a GPU and a docker engine are here."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +22,8 @@ PLANTED = Path(__file__).resolve().parent / "fixtures" / "kernels"
 FAULTS = Path(__file__).resolve().parent / "fixtures" / "faults"  # kernels that break the GPU
 # A chapter kernel changed to do 5 % more work, under the chapter kernel's name: for verdicts.
 SLOWDOWN = Path(__file__).resolve().parent / "fixtures" / "slowdown"
+# A spec that, at import, tries to rewrite what the harness trusts (plant_forger)
+HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 CORPUS = yaml.safe_load((ROOT / "kernels" / "KERNELS.yaml").read_text())  # classname -> facts
 
 # The container tests are skipped only where no engine answers; CI starts one (.ci/run).
@@ -72,3 +75,18 @@ def limits_for_cpu_tests() -> DeviceLimits:
         l2_bytes=60 * 1024 * 1024,
         max_blocks_per_sm=lambda entry, threads, shmem: 2,
     )
+
+
+def plant_forger(kernels: Path, work: Path) -> Path:
+    """HOSTILE's forging spec added to `kernels`, ordered to rewrite every file of `work`'s cache
+    and reports and of the planted kernels beside it; returns the log its attempts go to (in a
+    scratch folder, where a confined spec may write)."""
+    shutil.copytree(HOSTILE / "hostile" / "forger", kernels / "hostile" / "forger")
+    log = work / "scratch" / "log"
+    log.parent.mkdir()
+    orders = {
+        "targets": [str(work / "cache"), str(work / "reports"), str(kernels / "planted")],
+        "log": str(log),
+    }
+    (kernels / "hostile" / "forger" / "orders.json").write_text(json.dumps(orders))
+    return log

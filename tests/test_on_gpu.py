@@ -19,9 +19,7 @@ from harness.pipeline.sanitizing import sanitize_target
 from harness.pipeline.start import RunOptions
 from harness.pipeline.testing import run_target
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
-from tests.conftest import FAULTS, PLANTED, ROOT
-
-HOSTILE = ROOT / "tests" / "fixtures" / "hostile"
+from tests.conftest import FAULTS, PLANTED, ROOT, plant_forger
 
 
 def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
@@ -252,14 +250,7 @@ def test_a_hostile_spec_on_the_gpu_is_confined_in_workers_and_under_the_sanitize
         pytest.skip(str(error))
     kernels = tmp_path / "kernels"
     shutil.copytree(PLANTED / "planted" / "add_one", kernels / "planted" / "add_one")
-    shutil.copytree(HOSTILE / "hostile" / "forger", kernels / "hostile" / "forger")
-    log = tmp_path / "scratch" / "log"
-    log.parent.mkdir()
-    orders = {
-        "targets": [str(tmp_path / "cache"), str(tmp_path / "reports"), str(kernels / "planted")],
-        "log": str(log),
-    }
-    (kernels / "hostile" / "forger" / "orders.json").write_text(json.dumps(orders))
+    log = plant_forger(kernels, tmp_path)
     options = RunOptions(
         matrix.targets["sm_90a"], (kernels,), tmp_path / "reports", tmp_path / "cache"
     )

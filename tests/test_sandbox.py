@@ -3,7 +3,6 @@ and a hostile spec in a real run, which rewrites nothing the harness trusts."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -17,9 +16,8 @@ from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
 from harness.pipeline.start import RunOptions, spec_confinement
 from harness.pipeline.testing import run_target
-from tests.conftest import PLANTED, ROOT
+from tests.conftest import PLANTED, ROOT, plant_forger
 
-HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 WHY = sandbox.unavailable()
 needs_landlock = pytest.mark.skipif(WHY is not None, reason=f"no-landlock: {WHY}")
 
@@ -123,14 +121,7 @@ def test_a_hostile_spec_rewrites_nothing_the_harness_trusts(matrix, toolchain, t
     first = run_target(matrix, options, toolchain, Unavailable("test"))
     built = {p: p.read_bytes() for p in sorted((tmp_path / "cache").rglob("*")) if p.is_file()}
     assert built and mac_key_file(tmp_path / "cache") in built
-    shutil.copytree(HOSTILE / "hostile" / "forger", kernels / "hostile" / "forger")
-    log = tmp_path / "scratch" / "log"
-    log.parent.mkdir()
-    orders = {
-        "targets": [str(tmp_path / "cache"), str(tmp_path / "reports"), str(kernels / "planted")],
-        "log": str(log),
-    }
-    (kernels / "hostile" / "forger" / "orders.json").write_text(json.dumps(orders))
+    log = plant_forger(kernels, tmp_path)
     second = run_target(matrix, options, toolchain, Unavailable("test"))
     attempts = log.read_text().splitlines()
     assert attempts, "the hostile spec was never imported"
