@@ -13,15 +13,15 @@ import pytest
 
 from harness.__main__ import main
 from harness.compile.toolchain import Toolchain
-from harness.model.cell import ABJudgement, Report
+from harness.model.cell import Judgement, Report
 from harness.model.codec import report_from_json
 from harness.model.errors import Unavailable
 from harness.model.matrix import MatrixError, load_matrix
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.pipeline.comparing import compare_target
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import run_target
 from harness.report import store
 from tests.conftest import PLANTED, ROOT
 
@@ -103,26 +103,26 @@ def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compi
     found = compare_target(matrix, options, report, tree, toolchain, no_gpu)
 
     judged = {(k.split(".")[1], case): ab for (k, case), ab in found.items()}
-    assert judged["add_one", "n1000"].judgement is ABJudgement.IDENTICAL, judged[
+    assert judged["add_one", "n1000"].judgement is Judgement.IDENTICAL, judged[
         "add_one", "n1000"
     ].why
     assert judged["add_one", "n1000"].base_code_identity
-    assert judged["add_one", "n1"].judgement is ABJudgement.NEW
+    assert judged["add_one", "n1"].judgement is Judgement.NEW
     assert judged["add_one", "n1"].why == "the base has no such case"
-    assert judged["big_smem", "blocks4"].judgement is ABJudgement.NEW
+    assert judged["big_smem", "blocks4"].judgement is Judgement.NEW
     assert "no planted.big_smem at bbbbbbbbbbbb" in judged["big_smem", "blocks4"].why
     failed = judged["cluster_at_launch", "blocks2_cluster2"]
-    assert failed.judgement is ABJudgement.NOT_RUN
+    assert failed.judgement is Judgement.NOT_RUN
     assert failed.why.startswith("the base's build failed: "), failed.why
     timed = judged["needs_sm90", "blocks8"]  # its code changed: it would be timed, but no GPU
-    assert timed.judgement is ABJudgement.NOT_RUN and "no-device" in timed.why, timed
+    assert timed.judgement is Judgement.NOT_RUN and "no-device" in timed.why, timed
     assert {ab.base_commit for ab in found.values()} == {"b" * 40}
     # Every passed case of the report is judged, none twice.
     passed = {(c.classname, c.case) for c in report.cells if c.kind is CellKind.CASE}
     assert set(found) == passed
 
     everything = compare_target(matrix, options, report, tree, toolchain, no_gpu, everything=True)
-    assert everything["planted.add_one", "n1000"].judgement is ABJudgement.NOT_RUN  # timed too
+    assert everything["planted.add_one", "n1000"].judgement is Judgement.NOT_RUN  # timed too
 
 
 def test_kernels_whose_code_identity_is_unknown_are_timed_and_counted(
@@ -148,7 +148,7 @@ def test_kernels_whose_code_identity_is_unknown_are_timed_and_counted(
         "ab: code identity unknown for 1 kernel: they are timed, not carried (planted.add_one)"
         in said
     )
-    assert {ab.judgement for ab in found.values()} == {ABJudgement.NOT_RUN}  # timed: no GPU
+    assert {ab.judgement for ab in found.values()} == {Judgement.NOT_RUN}  # timed: no GPU
 
 
 def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_report(
@@ -171,7 +171,7 @@ def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_repor
     assert [c.name for c in after.cells] == [c.name for c in before.cells]
     assert [c.outcome for c in after.cells] == [c.outcome for c in before.cells]
     cases = [c for c in after.cells if c.kind is CellKind.CASE]
-    assert cases and all(c.ab and c.ab.judgement is ABJudgement.NEW for c in cases)
+    assert cases and all(c.ab and c.ab.judgement is Judgement.NEW for c in cases)
     assert "'no-such-ref-anywhere' is not a commit" in cases[0].ab.why
 
 
@@ -209,4 +209,4 @@ def test_a_base_tree_that_is_no_folder_judges_every_kernel_new_saying_so(
     assert f"--base-tree {tmp_path / 'nowhere'}: no such folder" in said
     after = report_from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
     cases = [c for c in after.cells if c.kind is CellKind.CASE]
-    assert cases and all(c.ab.judgement is ABJudgement.NEW for c in cases)
+    assert cases and all(c.ab.judgement is Judgement.NEW for c in cases)

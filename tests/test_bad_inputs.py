@@ -164,7 +164,7 @@ TABLE = [
             _prepend(work / "kernels" / NEEDS_SM90, '#error "broken on purpose"\n'),
             _prepend(
                 work / "kernels" / SPEC,
-                "import harness.pipeline.start as stage\n"
+                "import harness.pipeline.compiling as stage\n"
                 "def _passed(kernel, target, build, where, real=stage._compile_cell):\n"
                 "    cell = real(kernel, target, build, where)\n"
                 "    cell.outcome, cell.message = type(cell.outcome).PASSED, ''\n"

@@ -14,8 +14,8 @@ from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import compile_target, run_target
 from harness.run.device import DeviceInfo
 from tests.conftest import CORPUS, ROOT
 
@@ -129,7 +129,7 @@ def test_reports_are_written_with_every_cell(matrix, toolchain, planted, compile
 def test_compile_only_writes_compile_cells(matrix, toolchain, planted, compile_cache, tmp_path):
     target = matrix.targets["sm_90a"]
     options = _options(target, planted, tmp_path, compile_cache)
-    result = run_target(matrix, options, toolchain, Unavailable("compile only"), execute=False)
+    result = compile_target(matrix, options, toolchain)
     assert result.files.xml.name == "compile-sm_90a.xml"
     assert {c.name for c in result.cells} == {"compile[sm_90a]", "spec[sm_90a]"}
 

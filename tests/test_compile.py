@@ -36,8 +36,8 @@ from harness.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders, load_kernel
 from harness.model.errors import SpecError, Unavailable
 from harness.model.outcome import Outcome
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import compile_target, run_target
 from tests.conftest import PLANTED, ROOT
 
 
@@ -692,9 +692,7 @@ def test_a_spec_that_sets_nvcc_flags_in_the_environment_changes_no_build(
     options = RunOptions(
         matrix.targets["sm_90a"], (planted,), tmp_path / "r", tmp_path / "c", select=""
     )
-    report = run_target(
-        matrix, options, toolchain, Unavailable("compile only"), execute=False
-    ).report
+    report = compile_target(matrix, options, toolchain).report
     compiled = {c.kernel: c for c in report.cells if c.case == "compile"}
     assert compiled["add_one"].outcome is Outcome.PASSED, compiled["add_one"].message
     assert compiled["needs_sm90"].outcome is Outcome.PASSED
@@ -843,8 +841,8 @@ def test_a_device_library_the_toolkit_lacks_fails_the_build_naming_it(
 def test_case_macros_make_one_build_per_set_each_with_its_own_compile_cell(
     matrix, toolchain, planted, tmp_path
 ):
-    from harness.model.cell import Provenance
-    from harness.pipeline.start import compile_stage
+    from harness.pipeline.compiling import compile_kernels
+    from harness.pipeline.context import open_run
 
     folder = _with_build(planted, 'BuildOptions(std="c++20")')
     spec = folder / "spec.py"
@@ -859,14 +857,9 @@ def test_case_macros_make_one_build_per_set_each_with_its_own_compile_cell(
     spec.write_text(text)
     kernel = _kernel(planted, "add_one")
     assert kernel.builds == [("-DVEC=2",), ("-DVEC=3",), ("-DVEC=4",)]
-    stage = compile_stage(
-        target=matrix.targets["sm_90a"],
-        kernels=[kernel],
-        toolchain=toolchain,
-        cache_dir=tmp_path / "cache",
-        where=Provenance(runner="ci"),
-        run_cells=lambda kernel: [],
-    )
+    options = RunOptions(matrix.targets["sm_90a"], (planted,), tmp_path, tmp_path / "cache")
+    context = open_run(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    stage = compile_kernels(context, [kernel], lambda kernel: [])
     named = {cell.case: cell.outcome for cell in stage.cells}
     assert named == {
         "compile(VEC=2)": Outcome.PASSED,
@@ -909,9 +902,9 @@ def test_a_failed_build_of_case_macros_fails_its_own_cases_only(
 
 
 def test_compiling_says_how_many_builds_are_done_at_most_once_a_second(matrix, capsys):
-    from harness.pipeline.start import _CompileProgress
+    from harness.pipeline.compiling import CompileProgress
 
-    progress = _CompileProgress(matrix.targets["sm_90a"], 3)
+    progress = CompileProgress(matrix.targets["sm_90a"], 3)
     progress(1, 3)  # within the second: not said
     progress.said -= 2  # as if two seconds passed
     progress(2, 3)

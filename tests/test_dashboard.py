@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.model.cell import ABComparison, ABJudgement, Cell, Report, Timing
+from harness.model.cell import ABComparison, Cell, Judgement, Report, Timing
 from harness.model.matrix import load_matrix
 from harness.model.outcome import Outcome, SkipReason
 from harness.report.dashboard import render_dashboard
@@ -299,7 +299,7 @@ def test_a_judged_cell_carries_its_verdict_to_the_details_panel():
 def test_a_verdict_on_a_shared_gpu_and_a_case_s_a_b_reach_the_grid_and_the_details():
     shared = _cell(
         timing=Timing(12.5, 12.0, 13.0, 3.3, (12.0, 12.5, 13.0), shared_gpu="pid 7 on GPU 0"),
-        ab=ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base <b>faulted</b>"),
+        ab=ABComparison("f00dfeed" * 5, Judgement.NOT_RUN, why="the base <b>faulted</b>"),
     )
     baseline = dataclasses.replace(
         shared, timing=Timing(10.0, 10.0, 10.0, 0.0, (10.0,) * 10), ab=None

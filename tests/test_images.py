@@ -19,8 +19,8 @@ from harness import images
 from harness.model.errors import Unavailable
 from harness.model.matrix import load_matrix
 from harness.model.outcome import Outcome, SkipReason
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import run_target
 from harness.report.merge import read_report
 from tests.conftest import ROOT, needs_docker
 

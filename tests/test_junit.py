@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -17,9 +18,9 @@ from lxml import etree
 
 from harness.model.cell import (
     ABComparison,
-    ABJudgement,
     Cell,
     CompileFacts,
+    Judgement,
     Provenance,
     Report,
     Resources,
@@ -29,8 +30,9 @@ from harness.model.cell import (
 from harness.model.codec import SCHEMA_VERSION
 from harness.model.errors import ReportError, Unavailable
 from harness.model.outcome import CellKind, Outcome, SkipReason
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.results import Results
+from harness.pipeline.stages import run_target
 from harness.report import junit, merge, store
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from tests.conftest import PLANTED, ROOT
@@ -226,21 +228,31 @@ def test_runs_writing_one_report_at_once_never_break_each_other(tmp_path):
 
 def test_a_live_report_keeps_up_with_its_cells_and_is_whole_once_closed(tmp_path):
     files = store.report_files(tmp_path, "junit-sm_90a")
-    live = store.LiveReport(files, _report([]))
+    results = Results(_report([]), [store.LiveReport(files)])
     cells = [
         Cell(CellKind.CASE, "ch", "k", f"n{i}", "sm_90a", WHERE, Outcome.PASSED) for i in range(50)
     ]
     for cell in cells:
-        live.add(cell)
-    live.close()
+        results.add([cell])
+    results.end()
     assert [c.case for c in read_report(files.xml).cells] == [c.case for c in cells]
+
+
+def test_a_live_report_is_on_disk_from_its_beginning(tmp_path):
+    """Begun, a run's report replaces the last run's at once, unfinished: a run killed before
+    its first cell leaves no stale report."""
+    files = store.report_files(tmp_path, "junit-sm_90a")
+    files.json.write_text('{"the last run": "complete"}')
+    results = Results(_report([]), [store.LiveReport(files)])
+    assert read_report(files.xml).finished is False and "the last run" not in files.json.read_text()
+    results.end()
 
 
 def test_a_live_report_is_on_disk_before_it_is_closed(tmp_path):
     files = store.report_files(tmp_path, "junit-sm_90a")
-    live = store.LiveReport(files, _report([]), interval_s=0.05)
+    results = Results(_report([]), [store.LiveReport(files, interval_s=0.05)])
     for case in ("n1", "n2"):
-        live.add(Cell(CellKind.CASE, "ch", "k", case, "sm_90a", WHERE, Outcome.PASSED))
+        results.add([Cell(CellKind.CASE, "ch", "k", case, "sm_90a", WHERE, Outcome.PASSED)])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if files.xml.exists() and case in [c.case for c in read_report(files.xml).cells]:
@@ -248,15 +260,44 @@ def test_a_live_report_is_on_disk_before_it_is_closed(tmp_path):
             time.sleep(0.02)
         else:
             pytest.fail(f"cell {case} never reached the disk while the report was live")
-    live.close()
+    results.end()
 
 
 def test_a_live_report_that_cannot_be_written_says_so_when_closed(tmp_path):
-    (tmp_path / "reports").write_text("a file where the folder should be")
-    live = store.LiveReport(store.report_files(tmp_path / "reports", "junit-sm_90a"), _report([]))
-    live.add(Cell(CellKind.CASE, "ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED))
+    reports = tmp_path / "reports"
+    results = Results(_report([]), [store.LiveReport(store.report_files(reports, "junit-sm_90a"))])
+    shutil.rmtree(reports)
+    reports.write_text("a file where the folder should be")
+    results.add([Cell(CellKind.CASE, "ch", "k", "n1", "sm_90a", WHERE, Outcome.PASSED)])
     with pytest.raises(OSError):
-        live.close()
+        results.end()
+
+
+def test_every_sink_has_its_last_word_though_one_before_it_fails(tmp_path):
+    """A report that cannot be written must not keep the console from closing its progress."""
+    ended = []
+
+    class Console:
+        def begin(self, report):
+            pass
+
+        def expect(self, cells, seconds):
+            pass
+
+        def added(self, report, cells):
+            pass
+
+        def end(self, report):
+            ended.append(report.finished)
+
+    reports = tmp_path / "reports"
+    files = store.report_files(reports, "junit-sm_90a")
+    results = Results(_report([]), [store.LiveReport(files), Console()])
+    shutil.rmtree(reports)
+    reports.write_text("a file where the folder should be")
+    with pytest.raises(OSError):
+        results.end()
+    assert ended == [False]
 
 
 def test_a_suite_s_time_is_the_run_s_wall_time(tmp_path):
@@ -280,11 +321,11 @@ def _compared(case: str, ab: ABComparison, shared_gpu: str | None = None) -> Cel
 
 def test_a_case_s_a_b_and_a_shared_gpu_are_properties_and_round_trip_through_the_merge(tmp_path):
     measured = ABComparison(
-        "f00dfeed" * 5, ABJudgement.SLOWER, why="12 rounds, one set of inputs", ratio=1.04567,
+        "f00dfeed" * 5, Judgement.SLOWER, why="12 rounds, one set of inputs", ratio=1.04567,
         low=1.0401, high=1.0523, threshold_pct=3.0, rounds=12, base_median_us=10.0,
         head_median_us=10.46, same_inputs=True, base_code_identity="c0de",
     )  # fmt: skip
-    not_run = ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base's build failed")
+    not_run = ABComparison("f00dfeed" * 5, Judgement.NOT_RUN, why="the base's build failed")
     cells = [
         _compared("n1", measured, shared_gpu="pid 4242 (python3) on GPU 0"),
         _compared("n2", not_run),

@@ -258,10 +258,9 @@ FAMILY_TARGET = """  sm_100f:
 def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     tmp_path, toolchain, compile_cache
 ):
-    from harness.model.errors import Unavailable
     from harness.model.outcome import Outcome
-    from harness.pipeline.start import RunOptions
-    from harness.pipeline.testing import run_target
+    from harness.pipeline.context import RunOptions
+    from harness.pipeline.stages import compile_target
     from tests.conftest import PLANTED
 
     text = (ROOT / "matrix.yaml").read_text().replace("\ntiming:", FAMILY_TARGET + "\ntiming:", 1)
@@ -274,7 +273,7 @@ def test_a_family_specific_target_loads_runs_on_its_family_and_compiles(
     assert family.runs_on(ComputeCapability(9, 0)) is None
     assert not family.expresses(RequireArch("sm_100a"))  # an `a` feature wants its `a` target
     options = RunOptions(family, (PLANTED,), tmp_path / "r", compile_cache, select="add_one")
-    compiled = run_target(matrix, options, toolchain, Unavailable("compile only"), execute=False)
+    compiled = compile_target(matrix, options, toolchain)
     (cell,) = compiled.cells
     assert cell.case == "compile" and cell.outcome is Outcome.PASSED, cell.message
     assert cell.compile.embedded == "arch=compute_100f,code=[sm_100f]"

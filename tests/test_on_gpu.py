@@ -15,9 +15,8 @@ import pytest
 
 from harness import sandbox
 from harness.model.outcome import Outcome
-from harness.pipeline.sanitizing import sanitize_target
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import run_target, sanitize_target
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT, plant_forger
 
@@ -352,7 +351,7 @@ def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
 def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     matrix, toolchain, gpu, tmp_path
 ):
-    from harness.model.cell import ABJudgement
+    from harness.model.cell import Judgement
     from harness.model.matrix import ABSettings
     from harness.model.outcome import Outcome
     from harness.model.revision import BaseTree
@@ -375,10 +374,10 @@ def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     found = compare_target(quick, options, report, tree, toolchain, [gpu], everything=True)
 
     failing = found["planted.add_one", "n1000"]
-    assert failing.judgement is ABJudgement.NOT_RUN, failing
+    assert failing.judgement is Judgement.NOT_RUN, failing
     assert failing.why.startswith("the base's build fails its check on this case: y:"), failing
     same = found["planted.big_smem", "blocks4"]  # the same code: measured, and alike
-    assert same.judgement in (ABJudgement.SAME, ABJudgement.AMBIGUOUS), same
+    assert same.judgement in (Judgement.SAME, Judgement.AMBIGUOUS), same
     assert 0.9 < same.ratio < 1.1 and same.low <= same.ratio <= same.high, same
     assert same.rounds >= 6 and same.same_inputs is True, same
 

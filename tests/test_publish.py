@@ -19,17 +19,16 @@ import cmarkgfm
 import pytest
 from lxml import etree
 
-from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance
+from harness.model.cell import ABComparison, Cell, Judgement, Provenance
 from harness.model.codec import cell_json
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
-from harness.report.verdict import Judgement
 from tests.conftest import ROOT
 
 KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
@@ -136,7 +135,7 @@ def _slowed(folder: Path, factor: float, binary: str | None = None) -> Path:
 BASE = "f00dfeed" * 5  # the commit an A/B ran against
 
 
-def _ab(judgement: ABJudgement, ratio: float | None = None, **fields) -> ABComparison:
+def _ab(judgement: Judgement, ratio: float | None = None, **fields) -> ABComparison:
     """An A/B of `judgement`; measured ones get `ratio` and an interval 0.5 % either side."""
     if ratio is not None:
         fields.update(ratio=ratio, low=ratio - 0.005, high=ratio + 0.005, threshold_pct=0.5)
@@ -452,7 +451,7 @@ def test_the_kept_planted_slowdown_fails_the_gate_only_through_its_a_b(tmp_path)
     judged = _report(slower, *args, "--max-slowdown", "3.5")
     assert judged.returncode == 0, judged.stderr
     assert "0 SLOWER" in judged.stdout  # 1.050 is inside the cross-run threshold
-    _with_ab(slower, "n67108864_vec4", _ab(ABJudgement.SLOWER, 1.050))
+    _with_ab(slower, "n67108864_vec4", _ab(Judgement.SLOWER, 1.050))
     confirmed = _report(slower, *args, "--max-slowdown", "3.5")
     assert confirmed.returncode == 1, confirmed.stderr
     assert (
@@ -469,7 +468,7 @@ def test_an_a_b_slower_beyond_the_limit_fails_with_or_without_a_baseline(tmp_pat
     if with_history:
         assert _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
         args += ["--baseline", "aaaa1111"]
-    slowed = _with_ab(_slowed(tmp_path / "now", 1.10), SGEMM, _ab(ABJudgement.SLOWER, 1.10))
+    slowed = _with_ab(_slowed(tmp_path / "now", 1.10), SGEMM, _ab(Judgement.SLOWER, 1.10))
     done = _report(slowed, *args)
     assert done.returncode == 1
     (failure,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -486,10 +485,10 @@ def test_an_a_b_slower_beyond_the_limit_fails_with_or_without_a_baseline(tmp_pat
 @pytest.mark.parametrize(
     ("ab", "said"),
     [
-        (_ab(ABJudgement.SLOWER, 1.03), "SLOWER, ratio 1.030"),  # beyond its threshold, not 5 %
-        (_ab(ABJudgement.AMBIGUOUS, 1.10), "AMBIGUOUS, ratio 1.100"),
+        (_ab(Judgement.SLOWER, 1.03), "SLOWER, ratio 1.030"),  # beyond its threshold, not 5 %
+        (_ab(Judgement.AMBIGUOUS, 1.10), "AMBIGUOUS, ratio 1.100"),
         (
-            _ab(ABJudgement.NOT_RUN, why="the base's build failed: nvcc exited 1"),
+            _ab(Judgement.NOT_RUN, why="the base's build failed: nvcc exited 1"),
             "NOT_RUN: the base's build failed: nvcc exited 1",
         ),
     ],
@@ -506,7 +505,7 @@ def test_an_a_b_that_is_not_slower_beyond_the_limit_never_fails(tmp_path, ab, sa
 def test_a_cross_run_slower_whose_a_b_did_not_run_says_why_it_is_unconfirmed(tmp_path):
     out, db = tmp_path / "out", tmp_path / "history.sqlite"
     assert _report(*KEPT, "--out", out, "--db", db, "--commit", "aaaa1111").returncode == 0
-    not_run = _ab(ABJudgement.NOT_RUN, why="the base commit faulted on this case")
+    not_run = _ab(Judgement.NOT_RUN, why="the base commit faulted on this case")
     slowed = _with_ab(_slowed(tmp_path / "now", 1.10, binary="cd34"), SGEMM, not_run)
     args = ("--out", out, "--db", db, "--commit", "bbbb2222", "--baseline", "aaaa1111")
     done = _report(slowed, *args, "--max-slowdown", "5")
@@ -520,7 +519,7 @@ def test_a_cross_run_slower_whose_a_b_did_not_run_says_why_it_is_unconfirmed(tmp
 def test_an_a_b_slower_of_the_base_s_own_code_is_the_machine_and_never_fails(tmp_path):
     """What the A/B would call IDENTICAL: the base's code identity is the head's."""
     out, db = tmp_path / "out", tmp_path / "history.sqlite"
-    same = _ab(ABJudgement.SLOWER, 1.10, base_code_identity="ab12")
+    same = _ab(Judgement.SLOWER, 1.10, base_code_identity="ab12")
     slowed = _with_ab(_slowed(tmp_path / "now", 1.0, binary="ab12"), SGEMM, same)
     done = _report(slowed, "--out", out, "--db", db, "--max-slowdown", "5")
     assert done.returncode == 0, done.stderr

@@ -14,8 +14,8 @@ from harness import sandbox
 from harness.compile.nvcc import mac_key_file
 from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
-from harness.pipeline.start import RunOptions, spec_confinement
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions, spec_confinement
+from harness.pipeline.stages import run_target
 from tests.conftest import PLANTED, ROOT, plant_forger
 
 WHY = sandbox.unavailable()

@@ -22,9 +22,9 @@ from harness.model.declared import Declared
 from harness.model.errors import Unavailable
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
-from harness.pipeline.sanitizing import sanitize_target, smallest_case
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.sanitizing import smallest_case
+from harness.pipeline.stages import run_target, sanitize_target
 from harness.processes import Finished
 from harness.report.publish import PublishOptions, publish
 from harness.run import sanitizer as compute_sanitizer

@@ -10,8 +10,9 @@ import pytest
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import Workers, run_target
+from harness.pipeline.context import RunOptions
+from harness.pipeline.running import Workers
+from harness.pipeline.stages import run_target
 from harness.run.device import DeviceInfo
 from harness.run.schedule import (
     AHEAD_MEMORY_MAX,

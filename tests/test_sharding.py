@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from harness.model.errors import Unavailable
+from harness.pipeline.context import RunOptions
 from harness.pipeline.sharding import (
     HISTORY_RUNS,
     ShardError,
@@ -21,8 +22,7 @@ from harness.pipeline.sharding import (
     default_sources,
     times_of,
 )
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import run_target
+from harness.pipeline.stages import run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, read_report, shard_problems
 from tests.conftest import ROOT
@@ -201,3 +201,36 @@ def test_times_without_a_shard_are_refused_naming_both(tmp_path):
     )
     assert done.returncode == 2
     assert "--times balances shards: it needs --shard i/N" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "bad_times",
+    ["truncated", "a folder", "missing"],
+)
+def test_a_bad_times_file_leaves_the_shard_s_last_report_as_it_was(
+    four_shards, matrix, toolchain, compile_cache, tmp_path, bad_times
+):
+    """The times are read before the run begins: a usage error writes no report, so it never
+    replaces a finished one with an empty, unfinished one."""
+    shard = four_shards / "junit-sm_90a-shard2of4.json"
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    kept = reports / shard.name
+    kept.write_bytes(shard.read_bytes())
+    times = tmp_path / "times.json"
+    if bad_times == "truncated":
+        times.write_text(KEPT.read_text()[:1000])
+    elif bad_times == "a folder":
+        times.mkdir()
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        reports,
+        compile_cache,
+        runner="box",
+        shard=ShardRequest(2, 4, (times,)),
+    )
+    with pytest.raises(ShardError, match=str(times)):
+        run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    assert kept.read_bytes() == shard.read_bytes()
+    assert sorted(p.name for p in reports.iterdir()) == [shard.name]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from harness.model.cell import Cell, Provenance, Timing
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
-from harness.pipeline.testing import _shared_gpu
+from harness.pipeline.running import shared_gpu
 from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, parent_of, shared_why
 
 
@@ -97,9 +97,9 @@ def test_the_report_counts_the_shared_cells_and_names_the_first():
         return Cell(CellKind.CASE, "ch", "k", case, "sm_90a", where, Outcome.PASSED, timing=timing)
 
     quiet = [cell("a", _timing(10.0)), cell("b", None)]
-    assert _shared_gpu(quiet) is None
+    assert shared_gpu(quiet) is None
     shared = [*quiet, cell("c", _timing(900.0, "why c")), cell("d", _timing(800.0, "why d"))]
-    assert _shared_gpu(shared) == (
+    assert shared_gpu(shared) == (
         "2 of 3 timed cells ran while another process used the GPU (the first, ch.k c[sm_90a]: "
         "why c)"
     )

@@ -16,8 +16,9 @@ from junitparser import Error, JUnitXml, Skipped
 from harness.model.cell import Resources
 from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
-from harness.pipeline.start import RunOptions
-from harness.pipeline.testing import CHECKED, run_target
+from harness.pipeline.checking import CHECKED
+from harness.pipeline.context import RunOptions
+from harness.pipeline.stages import run_target
 from harness.run.packing import bits_of, layout_of, packed
 from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
 from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture

@@ -13,9 +13,9 @@ import pytest
 
 from harness.model.cell import (
     ABComparison,
-    ABJudgement,
     Cell,
     CompileFacts,
+    Judgement,
     Provenance,
     Report,
     Timing,
@@ -193,7 +193,7 @@ def test_the_summary_and_the_dashboard_list_a_kernel_s_rows_by_kind_in_one_order
 BASE = "0123456789abcdef" * 2  # the commit the A/Bs ran against
 
 
-def _measured(judgement: ABJudgement, ratio: float) -> ABComparison:
+def _measured(judgement: Judgement, ratio: float) -> ABComparison:
     return ABComparison(
         BASE, judgement, ratio=ratio, low=ratio - 0.01, high=ratio + 0.01, threshold_pct=3.0,
         rounds=11, base_median_us=10.0, head_median_us=10.0 * ratio,
@@ -202,14 +202,14 @@ def _measured(judgement: ABJudgement, ratio: float) -> ABComparison:
 
 def test_the_a_b_section_lists_what_is_not_same_with_its_numbers_or_why_and_the_counts():
     abs_ = {
-        "n1": _measured(ABJudgement.SAME, 1.001),
-        "n2": ABComparison(BASE, ABJudgement.IDENTICAL, why="the base's code identity"),
-        "n3": _measured(ABJudgement.FASTER, 0.8),
-        "n4": _measured(ABJudgement.SLOWER, 1.05),
-        "n5": _measured(ABJudgement.SLOWER, 1.25),
-        "n6": _measured(ABJudgement.AMBIGUOUS, 1.04),
-        "n7": ABComparison(BASE, ABJudgement.NOT_RUN, why="the base faulted | <b>bad</b>\nhere"),
-        "n8": ABComparison(BASE, ABJudgement.NEW, why="no such case at the base"),
+        "n1": _measured(Judgement.SAME, 1.001),
+        "n2": ABComparison(BASE, Judgement.IDENTICAL, why="the base's code identity"),
+        "n3": _measured(Judgement.FASTER, 0.8),
+        "n4": _measured(Judgement.SLOWER, 1.05),
+        "n5": _measured(Judgement.SLOWER, 1.25),
+        "n6": _measured(Judgement.AMBIGUOUS, 1.04),
+        "n7": ABComparison(BASE, Judgement.NOT_RUN, why="the base faulted | <b>bad</b>\nhere"),
+        "n8": ABComparison(BASE, Judgement.NEW, why="no such case at the base"),
     }
     report_set = _set([_cell(case, ab=ab) for case, ab in abs_.items()])
     (_, counts) = headline(report_set)
@@ -253,7 +253,7 @@ def test_a_verdict_on_a_shared_gpu_is_counted_and_shown_as_such():
 
 def test_a_slower_line_s_unconfirmed_why_is_escaped():
     timing = Timing(20.0, 19.9, 20.1, 0.1, (19.9, 20.0, 20.1))
-    not_run = ABComparison(BASE, ABJudgement.NOT_RUN, why="nvcc | <i>died</i>")
+    not_run = ABComparison(BASE, Judgement.NOT_RUN, why="nvcc | <i>died</i>")
     now = _cell("n1", timing=timing, ab=not_run)
     base = _cell("n1", timing=dataclasses.replace(timing, median_us=10.0, samples_us=(10.0,) * 3))
     summary = render_summary(

@@ -10,12 +10,11 @@ import itertools
 import numpy as np
 import pytest
 
-from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance, Timing
+from harness.model.cell import ABComparison, Cell, Judgement, Provenance, Timing
 from harness.model.outcome import CellKind, Outcome
 from harness.report.merge import load_reports
 from harness.report.verdict import (
     BaseTiming,
-    Judgement,
     judge,
     median_interval,
     threshold_pct,
@@ -120,11 +119,11 @@ def _slower_of_changed_code(ab: ABComparison | None):
 
 def test_a_cross_run_slower_of_changed_code_is_unconfirmed_until_an_a_b_measures_it():
     assert unconfirmed(_slower_of_changed_code(None)) == "no A/B was run for it"
-    not_run = ABComparison("f00dfeed" * 5, ABJudgement.NOT_RUN, why="the base fails to build")
+    not_run = ABComparison("f00dfeed" * 5, Judgement.NOT_RUN, why="the base fails to build")
     assert unconfirmed(_slower_of_changed_code(not_run)) == (
         "its A/B against f00dfeedf0 is NOT_RUN: the base fails to build"
     )
-    same = ABComparison("f00dfeed" * 5, ABJudgement.SAME, ratio=1.001, low=0.999, high=1.003)
+    same = ABComparison("f00dfeed" * 5, Judgement.SAME, ratio=1.001, low=0.999, high=1.003)
     assert unconfirmed(_slower_of_changed_code(same)) is None  # measured: it refutes it
 
 

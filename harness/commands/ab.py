@@ -12,7 +12,7 @@ from harness.model.errors import Unavailable
 from harness.model.provenance import runner_name
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.pipeline.comparing import compare_and_record, head_report, unmeasured_lines
-from harness.pipeline.start import RunOptions
+from harness.pipeline.context import RunOptions
 
 
 def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unavailable:

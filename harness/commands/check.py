@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.compile import each_target
-from harness.model.errors import Unavailable
-
-NOT_RUN = "check: the cases are checked on the CPU, never run"
+from harness.commands.targets import each_target
+from harness.pipeline.stages import check_target
 
 
 def main(args: argparse.Namespace) -> int:
-    return each_target(args, Unavailable(NOT_RUN), execute=True, kind="check")
+    return each_target(args, check_target)

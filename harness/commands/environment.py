@@ -14,8 +14,8 @@ from harness.model.errors import Unavailable, UsageError
 from harness.model.matrix import Matrix, MatrixError, Target, load_matrix
 from harness.model.provenance import current_commit
 from harness.pipeline.console import print_devices
+from harness.pipeline.context import RunOptions
 from harness.pipeline.sharding import ShardRequest
-from harness.pipeline.start import RunOptions
 from harness.run.device import DeviceInfo, DeviceMissing, probe_all
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 

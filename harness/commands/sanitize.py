@@ -1,5 +1,5 @@
 """`sanitize <target>`: compute-sanitizer's tools over each kernel's smallest case on this GPU
-(harness.pipeline.sanitizing); exit status 1 when a cell failed."""
+(harness.pipeline.stages, harness.pipeline.sanitizing); exit status 1 when a cell failed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 from harness.commands import environment
 from harness.model.errors import Unavailable
 from harness.pipeline.console import print_summary
-from harness.pipeline.sanitizing import sanitize_target
+from harness.pipeline.stages import sanitize_target
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """`test <target>`: one target of the matrix, end to end, on this machine's GPUs
-(harness.pipeline.testing); its cells printed, exit status 1 when one failed."""
+(harness.pipeline.stages); its cells printed, exit status 1 when one failed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 from harness.commands import environment
 from harness.pipeline.console import print_summary
-from harness.pipeline.testing import run_target
+from harness.pipeline.stages import run_target
 
 
 def main(args: argparse.Namespace) -> int:

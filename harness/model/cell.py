@@ -136,26 +136,26 @@ class VendorTiming:
     unavailable: str | None = None  # why the library could not run here (not installed)
 
 
-class ABJudgement(enum.Enum):
-    """A case of the tested (head) code against the same case of a base commit, timed on one
-    GPU in interleaved rounds (`python -m harness ab`)."""
+class Judgement(enum.Enum):
+    """What a comparison of a case's times says of the tested code: against a base commit on
+    the same GPU (an A/B, `python -m harness ab`), or against the history (a verdict,
+    harness.report.verdict)."""
 
-    SAME = "SAME"  # measured: the paired ratio's interval within the threshold
+    SAME = "SAME"  # measured: the ratio's interval within the threshold
     FASTER = "FASTER"  # measured: the whole interval below it
     SLOWER = "SLOWER"  # measured: the whole interval above it
     AMBIGUOUS = "AMBIGUOUS"  # measured: the interval straddles the threshold
-    IDENTICAL = "IDENTICAL"  # the base's code identity is the head's: nothing to measure
-    NEW = "NEW"  # the base has no such kernel or case
-    NOT_RUN = "NOT_RUN"  # could not be measured (the base fails to build, faults, ...): `why`
+    GPU_SHARED = "GPU shared"  # verdict: another process used the GPU, the times say nothing
+    IDENTICAL = "IDENTICAL"  # A/B: the base's code identity is the head's: nothing to measure
+    NEW = "NEW"  # A/B: the base has no such kernel or case
+    NOT_RUN = "NOT_RUN"  # A/B: could not be measured (the base fails to build, ...): `why`
 
     @property
     def measured(self) -> bool:
         return self in _MEASURED
 
 
-_MEASURED = frozenset(
-    (ABJudgement.SAME, ABJudgement.FASTER, ABJudgement.SLOWER, ABJudgement.AMBIGUOUS)
-)
+_MEASURED = frozenset((Judgement.SAME, Judgement.FASTER, Judgement.SLOWER, Judgement.AMBIGUOUS))
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ class ABComparison:
     """A case's A/B against the base commit; the numbers are None where nothing was measured."""
 
     base_commit: str
-    judgement: ABJudgement
+    judgement: Judgement
     why: str = ""  # what NOT_RUN, NEW or IDENTICAL rests on; for a measured one, how
     ratio: float | None = None  # head / base, the median over rounds: above 1 is slower
     low: float | None = None  # the ratio's confidence interval

@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 from harness.model.cell import (
     ABComparison,
-    ABJudgement,
     Cell,
     CompileFacts,
     DeviceRecord,
+    Judgement,
     Provenance,
     Report,
     Resources,
@@ -312,4 +312,4 @@ def _ab_json(ab: ABComparison | None) -> dict[str, Any] | None:
 def _ab_from(record: dict[str, Any] | None) -> ABComparison | None:
     if record is None:
         return None
-    return _known(ABComparison, {**record, "judgement": ABJudgement(record["judgement"])})
+    return _known(ABComparison, {**record, "judgement": Judgement(record["judgement"])})

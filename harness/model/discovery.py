@@ -113,15 +113,15 @@ def kernel_folders(root: Path, select: str = "") -> list[KernelFolder]:
     return [folder for folder in found if select in folder.classname]
 
 
-def load_kernel(where: KernelFolder) -> LoadedKernel:
-    """The kernel of `where`, its spec imported into this process and checked; SpecError naming
-    the spec file when it cannot be used."""
-    spec_file = where.spec_file
+def load_kernel(kernel: KernelFolder) -> LoadedKernel:
+    """The kernel of the folder `kernel`, its spec imported into this process and checked;
+    SpecError naming the spec file when it cannot be used."""
+    spec_file = kernel.spec_file
 
     def broken(why: str) -> SpecError:
         return SpecError(f"{spec_file}: {why}")
 
-    module_name = _package_for(where.folder) + ".spec"
+    module_name = _package_for(kernel.folder) + ".spec"
     loader_spec = importlib.util.spec_from_file_location(module_name, spec_file)
     if loader_spec is None or loader_spec.loader is None:
         raise broken("cannot be imported as a Python file")
@@ -143,8 +143,8 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
     if not isinstance(spec, KernelSpec):
         raise broken("defines no SPEC = KernelSpec(...)")
     if not spec.source:
-        spec = dataclasses.replace(spec, source=f"{where.name}.cu")
-    if not (where.folder / spec.source).is_file():
+        spec = dataclasses.replace(spec, source=f"{kernel.name}.cu")
+    if not (kernel.folder / spec.source).is_file():
         raise broken(f"source {spec.source!r} is not a file beside it")
     if len(spec.cases) == 0:
         raise broken("declares no cases")
@@ -171,7 +171,7 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
     if why := _requirement_problem(spec.requires) or problem_with(spec.build):
         raise broken(why)
     for name in spec.build.sources:
-        if not (where.folder / name).is_file():
+        if not (kernel.folder / name).is_file():
             raise broken(f"build source {name!r} is not a file beside it")
     for case in spec.cases:
         if why := defines_problem(case.defines):
@@ -184,7 +184,7 @@ def load_kernel(where: KernelFolder) -> LoadedKernel:
     for case in spec.cases:
         if why := _tolerance_problem(case.tolerance):
             raise broken(f"case {case.name!r}: {why}")
-    return LoadedKernel(where.chapter, where.name, where.folder, Declared.of(spec), spec)
+    return LoadedKernel(kernel.chapter, kernel.name, kernel.folder, Declared.of(spec), spec)
 
 
 def _requirement_problem(requires: object) -> str | None:

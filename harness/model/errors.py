@@ -58,6 +58,11 @@ class Skip(CellError):
         self.skip_reason = reason
         self.reason, self.why = reason, why
 
+    @classmethod
+    def as_said(cls, reason: SkipReason, message: str) -> Skip:
+        """The skip of a cell another process settled, its message kept as it was said."""
+        return cls(reason, message.removeprefix(f"{reason.value}: "))
+
     def adding(self, more: str) -> Skip:
         """This skip, with `more` said after its why."""
         return Skip(self.reason, f"{self.why}; {more}")

@@ -220,50 +220,50 @@ class _Reader:
     def mapping(
         self,
         node: yaml.Node,
-        where: str,
+        place: str,
         required: set[str],
         optional: frozenset[str] = frozenset(),
     ) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, f"{where}: expected a mapping")
-        items = self._unique(node, where)
+            raise self.fail(node, f"{place}: expected a mapping")
+        items = self._unique(node, place)
         for key, _ in node.value:
             if key.value not in required | optional:
                 expected = ", ".join(sorted(required | optional))
                 raise self.fail(
-                    key, f"{where}: unknown key {_quoted(key.value)} (expected: {expected})"
+                    key, f"{place}: unknown key {_quoted(key.value)} (expected: {expected})"
                 )
         missing = sorted(required - items.keys())
         if missing:
-            raise self.fail(node, f"{where}: missing {', '.join(missing)}")
+            raise self.fail(node, f"{place}: missing {', '.join(missing)}")
         return items
 
-    def entries(self, node: yaml.Node, where: str) -> dict[str, yaml.Node]:
+    def entries(self, node: yaml.Node, place: str) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode) or not node.value:
-            raise self.fail(node, f"{where}: expected a non-empty mapping")
-        return self._unique(node, where)
+            raise self.fail(node, f"{place}: expected a non-empty mapping")
+        return self._unique(node, place)
 
-    def _unique(self, node: yaml.MappingNode, where: str) -> dict[str, yaml.Node]:
+    def _unique(self, node: yaml.MappingNode, place: str) -> dict[str, yaml.Node]:
         """The mapping's items by key; a key given twice is an error naming both lines, since
         YAML would silently keep the last."""
         items: dict[str, yaml.Node] = {}
         lines: dict[str, int] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode):
-                raise self.fail(key, f"{where}: a key must be a plain name")
+                raise self.fail(key, f"{place}: a key must be a plain name")
             name = key.value
             if name in items:
                 raise self.fail(
                     key,
-                    f"{where}: key {_quoted(name)} is given twice (first at line {lines[name]});"
+                    f"{place}: key {_quoted(name)} is given twice (first at line {lines[name]});"
                     " the second would silently replace the first",
                 )
             items[name], lines[name] = value, key.start_mark.line + 1
         return items
 
-    def scalar(self, node: yaml.Node, where: str, kind: type, most: float | None = None) -> Any:
+    def scalar(self, node: yaml.Node, place: str, kind: type, most: float | None = None) -> Any:
         if not isinstance(node, yaml.ScalarNode):
-            raise self.fail(node, f"{where}: expected a {kind.__name__}")
+            raise self.fail(node, f"{place}: expected a {kind.__name__}")
         value = yaml.safe_load(yaml.serialize(node))
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -273,23 +273,23 @@ class _Reader:
                 value = float(value)
         if kind is str and node.style is None and not isinstance(value, str):
             raise self.fail(
-                node, f"{where}: expected a string, got {_quoted(node.value)} (quote it)"
+                node, f"{place}: expected a string, got {_quoted(node.value)} (quote it)"
             )
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-            raise self.fail(node, f"{where}: expected a {kind.__name__}, got {_quoted(node.value)}")
+            raise self.fail(node, f"{place}: expected a {kind.__name__}, got {_quoted(node.value)}")
         positive = not isinstance(value, int | float) or isinstance(value, bool) or value > 0
         if not positive or (isinstance(value, float) and not math.isfinite(value)):
             raise self.fail(
-                node, f"{where}: expected a finite positive number, got {_quoted(node.value)}"
+                node, f"{place}: expected a finite positive number, got {_quoted(node.value)}"
             )
         if most is not None and isinstance(value, int | float) and value > most:
-            raise self.fail(node, f"{where}: expected at most {most:g}, got {_quoted(node.value)}")
+            raise self.fail(node, f"{place}: expected at most {most:g}, got {_quoted(node.value)}")
         return value
 
-    def strings(self, node: yaml.Node, where: str) -> tuple[str, ...]:
+    def strings(self, node: yaml.Node, place: str) -> tuple[str, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
-            raise self.fail(node, f"{where}: expected a non-empty list of strings")
-        return tuple(self.scalar(item, where, str) for item in node.value)
+            raise self.fail(node, f"{place}: expected a non-empty list of strings")
+        return tuple(self.scalar(item, place, str) for item in node.value)
 
 
 QUOTED_CHARS = 80  # of a value an error message repeats
@@ -301,10 +301,10 @@ MOST_S = 7 * 24 * 3600.0
 MOST_SHARDS = 256  # GitHub Actions runs at most 256 jobs of one matrix
 
 
-def _shards(reader: _Reader, node: yaml.Node | None, where: str) -> int:
+def _shards(reader: _Reader, node: yaml.Node | None, place: str) -> int:
     if node is None:
         return 1
-    return int(reader.scalar(node, f"{where}.shards", int, most=MOST_SHARDS))
+    return int(reader.scalar(node, f"{place}.shards", int, most=MOST_SHARDS))
 
 
 def _quoted(value: object) -> str:
@@ -367,35 +367,35 @@ def load_matrix(path: Path) -> Matrix:
     targets = {}
     target_keys = {"sass", "ptx", "toolkit", "session", "image", "runner_labels"}
     for name, node in reader.entries(top["targets"], "targets").items():
-        where = f"targets.{name}"
+        place = f"targets.{name}"
         if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
             # It names report and cache files: nothing that could climb out of their folders.
             raise reader.fail(node, f"targets: {_quoted(name)} is not a name like sm_90a")
-        fields = reader.mapping(node, where, target_keys, frozenset({"shards"}))
-        sass = reader.scalar(fields["sass"], f"{where}.sass", str)
+        fields = reader.mapping(node, place, target_keys, frozenset({"shards"}))
+        sass = reader.scalar(fields["sass"], f"{place}.sass", str)
         if not SASS_PATTERN.match(sass):
             raise reader.fail(
                 fields["sass"],
-                f"{where}.sass: {sass!r} is not an arch like sm_80, sm_90a or sm_100f",
+                f"{place}.sass: {sass!r} is not an arch like sm_80, sm_90a or sm_100f",
             )
-        toolkit = reader.scalar(fields["toolkit"], f"{where}.toolkit", str)
+        toolkit = reader.scalar(fields["toolkit"], f"{place}.toolkit", str)
         if toolkit not in toolkits:
             raise reader.fail(
                 fields["toolkit"],
-                f"{where}.toolkit: {toolkit!r} is not under toolkits ({', '.join(toolkits)})",
+                f"{place}.toolkit: {toolkit!r} is not under toolkits ({', '.join(toolkits)})",
             )
-        session = reader.scalar(fields["session"], f"{where}.session", str)
+        session = reader.scalar(fields["session"], f"{place}.session", str)
         if not re.fullmatch(r"[a-z0-9]+", session):
-            raise reader.fail(fields["session"], f"{where}.session: use [a-z0-9]+, got {session!r}")
+            raise reader.fail(fields["session"], f"{place}.session: use [a-z0-9]+, got {session!r}")
         targets[name] = Target(
             name=name,
             sass=sass,
-            ptx=reader.scalar(fields["ptx"], f"{where}.ptx", bool),
+            ptx=reader.scalar(fields["ptx"], f"{place}.ptx", bool),
             toolkit=toolkits[toolkit],
             session=session,
-            image=reader.scalar(fields["image"], f"{where}.image", str),
-            runner_labels=reader.strings(fields["runner_labels"], f"{where}.runner_labels"),
-            shards=_shards(reader, fields.get("shards"), where),
+            image=reader.scalar(fields["image"], f"{place}.image", str),
+            runner_labels=reader.strings(fields["runner_labels"], f"{place}.runner_labels"),
+            shards=_shards(reader, fields.get("shards"), place),
         )
     sessions = [t.session for t in targets.values()]
     if len(set(sessions)) != len(sessions):

@@ -1,6 +1,8 @@
-"""The pipeline a command runs, from kernel folders to settled cells and written reports:
-start (select the kernels, read their specs confined, compile, begin the report), testing (each
-case on the GPU workers, or checked on the CPU), sanitizing, comparing (same-GPU A/B), sharding,
-and console (what a run says on the terminal). harness.commands parses arguments, calls one of
-these and prints what it returns.
+"""The pipeline a command runs, from kernel folders to settled cells and written reports.
+
+A run is fixed once (context), goes through the stages its command picks from one list
+(stages: load, compile, check, run, sanitize, one module each), and every cell it settles goes
+to its results, which hand it to the sinks (the report's files, the console). comparing is the
+same-GPU A/B; sharding, `test --shard`. harness.commands parses arguments, calls one of these
+and prints what it returns.
 """

@@ -22,22 +22,16 @@ from pathlib import Path
 
 from harness.compile.nvcc import Compiled, failure_line
 from harness.compile.toolchain import Toolchain
-from harness.model.cell import ABComparison, ABJudgement, Cell, Provenance, Report
+from harness.model.cell import ABComparison, Cell, Judgement, Report
 from harness.model.codec import report_from_json
-from harness.model.discovery import Kernel, kernel_folders
+from harness.model.discovery import Kernel, KernelFolder, kernel_folders
 from harness.model.errors import CellError, ReportError, Unavailable, UsageError
 from harness.model.matrix import Matrix
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree
-from harness.pipeline.start import (
-    Build,
-    RunOptions,
-    check_selection,
-    load_and_compile,
-    report_stem,
-    runnable_binary,
-    spec_confinement,
-)
+from harness.pipeline.compiling import TargetBuilds, compile_kernels
+from harness.pipeline.context import Build, RunContext, RunOptions, open_run, report_stem
+from harness.pipeline.loading import Loaded, load_kernels
 from harness.report import store
 from harness.report.verdict import ab_threshold_pct, judge_paired
 from harness.run import worker
@@ -45,7 +39,6 @@ from harness.run.device import DeviceInfo
 from harness.run.paired import PairTiming
 from harness.run.pool import WorkerFault, WorkerPool
 from harness.run.worker import PairJob, WorkerSetup
-from harness.sandbox import Confinement
 
 
 @dataclass(frozen=True)
@@ -69,22 +62,9 @@ def compare_target(
     everything: bool = False,
 ) -> dict[tuple[str, str], ABComparison]:
     """The A/B of every passed case cell of `report` against `base`, by (classname, case)."""
-    target = options.target
-    where = report.provenance
-    device = devices if isinstance(devices, Unavailable) else devices[0]
-    head_folders = check_selection(options.kernels_roots, options.select)
-    heads = load_and_compile(
-        head_folders,
-        matrix,
-        target,
-        toolchain,
-        options.cache_dir,
-        where,
-        lambda kernel: [],
-        spec_confinement(options),
-    )
-    head = heads.stage
-    bases = _base_kernels(matrix, options, base, toolchain, where, heads.loaded)
+    context = open_run(matrix, options, toolchain, devices)
+    head = _compiled(context, context.folders)
+    bases = _base_kernels(context, base, head.kernels)
     commit = base.commit if isinstance(base, BaseTree) else "none"
     passed = {
         (cell.classname, cell.case)
@@ -95,11 +75,11 @@ def compare_target(
     jobs: list[tuple[tuple[str, str], PairJob]] = []
     base_codes: dict[tuple[str, str], str | None] = {}  # the base build's code identity
     unknown: set[str] = set()  # kernels whose code identity either side lacks
-    for kernel in head.kernels:
+    for kernel in head.builds.kernels:
         cases = [c for c in kernel.declared.cases if (kernel.classname, c.name) in passed]
         for case in cases:
             key = (kernel.classname, case.name)
-            head_build = head.build_of(kernel, case)
+            head_build = head.builds.build_of(kernel, case)
             plan = _plan(head_build, bases[kernel.classname], case.name, commit)
             if isinstance(plan, ABComparison):
                 found[key] = plan
@@ -109,34 +89,51 @@ def compare_target(
             if plan.identical and not everything:
                 found[key] = ABComparison(
                     commit,
-                    ABJudgement.IDENTICAL,
+                    Judgement.IDENTICAL,
                     "the base's code identity is the head's",
                     base_code_identity=plan.code,
                 )
             else:
                 try:
-                    base_binary = runnable_binary(target, device, plan.build)
-                    head_binary = runnable_binary(target, device, head_build, case.defines)
+                    base_binary = context.runnable_binary(plan.build)
+                    head_binary = context.runnable_binary(head_build, case.defines)
                 except CellError as cannot:
-                    found[key] = ABComparison(commit, ABJudgement.NOT_RUN, str(cannot))
+                    found[key] = ABComparison(commit, Judgement.NOT_RUN, str(cannot))
                     continue
                 job = PairJob(
                     plan.kernel.spec_file,
                     kernel.spec_file,
                     case.name,
-                    target,
+                    context.target,
                     base_binary,
                     head_binary,
-                    matrix.ab,
+                    context.matrix.ab,
                 )
                 jobs.append((key, job))
                 base_codes[key] = plan.code
     if unknown:
         print(f"ab: {identity_unknown_line(sorted(unknown))}", flush=True)
-    if jobs and not isinstance(devices, Unavailable):
-        confinement = spec_confinement(options)
-        found.update(_time_pairs(jobs, devices[0], matrix, commit, base_codes, confinement))
+    if jobs:  # runnable_binary found a device for each
+        found.update(_time_pairs(context, jobs, commit, base_codes))
     return found
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One tree's kernels, loaded and compiled for the target."""
+
+    loaded: Loaded
+    builds: TargetBuilds
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return self.loaded.kernels
+
+
+def _compiled(context: RunContext, folders: Sequence[KernelFolder]) -> _Side:
+    """The load and compile stages over `folders`, no cell owed beyond the compile cells."""
+    loaded = load_kernels(context, tuple(folders))
+    return _Side(loaded, compile_kernels(context, loaded.kernels, lambda kernel: []))
 
 
 @dataclass(frozen=True)
@@ -155,18 +152,18 @@ def _plan(head_build: Build, base: _Base, case: str, commit: str) -> _Plan | ABC
     """How a case is compared: timed against the base's build of it, or, where there is none
     to time, what it gets (NEW, NOT_RUN) and why."""
     if base.missing:
-        return ABComparison(commit, ABJudgement.NEW, base.missing)
+        return ABComparison(commit, Judgement.NEW, base.missing)
     if base.broken or base.kernel is None or base.builds is None:
-        return ABComparison(commit, ABJudgement.NOT_RUN, base.broken or "no base build")
+        return ABComparison(commit, Judgement.NOT_RUN, base.broken or "no base build")
     base_case = next((c for c in base.kernel.declared.cases if c.name == case), None)
     if base_case is None:
-        return ABComparison(commit, ABJudgement.NEW, "the base has no such case")
+        return ABComparison(commit, Judgement.NEW, "the base has no such case")
     build = base.builds[base_case.defines]
     if isinstance(build, Unavailable):
-        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base was not compiled: {build.why}")
+        return ABComparison(commit, Judgement.NOT_RUN, f"the base was not compiled: {build.why}")
     if build.binary is None:
         line = failure_line(build.log)
-        return ABComparison(commit, ABJudgement.NOT_RUN, f"the base's build failed: {line}")
+        return ABComparison(commit, Judgement.NOT_RUN, f"the base's build failed: {line}")
     head_code = head_build.code_identity if isinstance(head_build, Compiled) else None
     identical = head_code is not None and head_code == build.code_identity
     unknown = head_code is None or build.code_identity is None
@@ -182,16 +179,12 @@ def identity_unknown_line(kernels: Sequence[str]) -> str:
 
 
 def _base_kernels(
-    matrix: Matrix,
-    options: RunOptions,
-    base: BaseTree | Unavailable,
-    toolchain: Toolchain | Unavailable,
-    where: Provenance,
-    head_kernels: list[Kernel],
+    context: RunContext, base: BaseTree | Unavailable, head_kernels: list[Kernel]
 ) -> dict[str, _Base]:
     """The base side of each head kernel, by classname."""
     if isinstance(base, Unavailable):
         return {k.classname: _Base(missing=f"no base: {base.why}") for k in head_kernels}
+    options = context.options
     folders = []
     outside = {}
     for root in options.kernels_roots:
@@ -200,19 +193,9 @@ def _base_kernels(
             outside.update({f.classname: base_root.why for f in kernel_folders(Path(root))})
         elif base_root.is_dir():
             folders += kernel_folders(base_root, options.select)
-    found = load_and_compile(
-        folders,
-        matrix,
-        options.target,
-        toolchain,
-        options.cache_dir,
-        where,
-        lambda kernel: [],
-        spec_confinement(options),
-    )
-    broken = {cell.classname: cell.message for cell in found.spec_cells}
-    stage = found.stage
-    by_name = {k.classname: k for k in found.loaded}
+    side = _compiled(context, folders)
+    broken = {cell.classname: cell.message for cell in side.loaded.cells}
+    by_name = {k.classname: k for k in side.kernels}
     sides = {}
     for kernel in head_kernels:
         name = kernel.classname
@@ -222,35 +205,37 @@ def _base_kernels(
             sides[name] = _Base(broken=f"the base's spec cannot be used: {broken[name]}")
         elif name not in by_name:
             sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
-        elif by_name[name] not in stage.kernels:
+        elif by_name[name] not in side.builds.kernels:
             needs = by_name[name].declared.requires
             sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
         else:
             base_kernel = by_name[name]
-            builds = {d: stage.builds[name, d] for d in base_kernel.builds}
+            builds = {d: side.builds.builds[name, d] for d in base_kernel.builds}
             sides[name] = _Base(base_kernel, builds)
     return sides
 
 
 def _time_pairs(
+    context: RunContext,
     jobs: list[tuple[tuple[str, str], PairJob]],
-    device: DeviceInfo,
-    matrix: Matrix,
     commit: str,
     base_codes: dict[tuple[str, str], str | None],
-    confinement: Confinement | None,
 ) -> dict[tuple[str, str], ABComparison]:
     """Each job timed in a GPU worker of its kernel's own (a fault costs its own case and a
     fresh worker; the next kernel's worker starts while this one's cases are timed), judged."""
+    device, matrix = context.device, context.matrix
+    assert isinstance(device, DeviceInfo)  # a job's binaries were found runnable on it
     found = {}
-    timeout_s = matrix.timer.case_timeout_s + matrix.ab.budget_s
+    timeout_s = context.case_timeout_s + matrix.ab.budget_s
     by_kernel: dict[str, list[tuple[tuple[str, str], PairJob]]] = {}
     for key, job in jobs:
         by_kernel.setdefault(key[0], []).append((key, job))
     groups = list(by_kernel.values())
     with contextlib.ExitStack() as up:
         quiet = up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")) + "/gpu.lock"
-        setup = WorkerSetup(device, matrix.timer, quiet_lock=Path(quiet), confinement=confinement)
+        setup = WorkerSetup(
+            device, matrix.timer, quiet_lock=Path(quiet), confinement=context.confinement
+        )
         pools = [WorkerPool(worker.start, worker.serve, setup) for _ in groups]
         for pool in pools:
             up.callback(pool.close)
@@ -271,14 +256,14 @@ def _time_pairs(
 def _judged(timing: PairTiming, commit: str, base_code: str | None) -> ABComparison:
     if timing.why or not timing.ratios:
         return ABComparison(
-            commit, ABJudgement.NOT_RUN, timing.why or "no rounds", base_code_identity=base_code
+            commit, Judgement.NOT_RUN, timing.why or "no rounds", base_code_identity=base_code
         )
     assert timing.base_median_us is not None and timing.head_median_us is not None
     threshold = ab_threshold_pct(min(timing.base_median_us, timing.head_median_us))
     ratio, low, high, judgement = judge_paired(timing.ratios, threshold)
     return ABComparison(
         base_commit=commit,
-        judgement=ABJudgement(judgement.value),
+        judgement=judgement,
         why="" if timing.same_inputs else "the specs make different problems: each on its own",
         ratio=ratio,
         low=low,
@@ -306,9 +291,9 @@ def _line(key: tuple[str, str], ab: ABComparison) -> str:
 def unmeasured_lines(found: dict[tuple[str, str], ABComparison]) -> list[str]:
     """One line for each kernel whose cases were not timed alike (NEW, NOT_RUN), saying why;
     a kernel's cases that differ in that get a line each. IDENTICAL goes without saying."""
-    by_kernel: dict[tuple[str, ABJudgement, str], list[str]] = {}
+    by_kernel: dict[tuple[str, Judgement, str], list[str]] = {}
     for (kernel, case), ab in sorted(found.items()):
-        if not ab.judgement.measured and ab.judgement is not ABJudgement.IDENTICAL:
+        if not ab.judgement.measured and ab.judgement is not Judgement.IDENTICAL:
             by_kernel.setdefault((kernel, ab.judgement, ab.why), []).append(case)
     lines = []
     for (kernel, judgement, why), cases in by_kernel.items():

@@ -11,13 +11,14 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import TextIO
 
 from harness.model.cell import Cell, Report
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
 from harness.model.text import shown_controls
-from harness.pipeline.start import RunResult
+from harness.pipeline.results import RunResult
 from harness.run.device import DeviceInfo
 
 
@@ -50,6 +51,30 @@ class Progress:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
+
+
+class ProgressLines:
+    """The console's sink (harness.pipeline.results): a Progress over the cells the GPUs are
+    expected to settle, from when they are announced to the run's end."""
+
+    def __init__(self, out: TextIO | None = None):
+        self.out = out
+        self._progress: Progress | None = None
+
+    def begin(self, report: Report) -> None:
+        pass  # the command said what it runs; progress starts with the GPUs' cells
+
+    def expect(self, cells: int, seconds: float) -> None:
+        self._progress = Progress(cells, seconds, self.out)
+
+    def added(self, report: Report, cells: Sequence[Cell]) -> None:
+        if self._progress is not None:
+            for cell in cells:
+                self._progress.finished(cell)
+
+    def end(self, report: Report) -> None:
+        if self._progress is not None:
+            self._progress.close()
 
 
 class _RichLine:

@@ -20,7 +20,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from harness.model.cell import ABComparison, Cell
+from harness.model.cell import ABComparison, Cell, Judgement
 from harness.model.matrix import DevicePeaks
 from harness.model.outcome import CellKind, Outcome
 from harness.model.text import shown_controls
@@ -35,7 +35,7 @@ from harness.report.summary import (
     natural_key,
     row_key,
 )
-from harness.report.verdict import Judgement, Verdict
+from harness.report.verdict import Verdict
 
 _HERE = Path(__file__).parent
 OUTCOMES = ("passed", "failed", "error", "skipped")

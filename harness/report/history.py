@@ -228,7 +228,7 @@ class History:
                 self.db.execute(
                     "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
                 )
-                where = report.provenance
+                provenance = report.provenance
                 run_id = self.db.execute(
                     "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit, "
                     "report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -236,10 +236,10 @@ class History:
                         commit,
                         report.suite,
                         report.target,
-                        where.runner,
-                        where.device or "none",
-                        where.driver,
-                        where.toolkit,
+                        provenance.runner,
+                        provenance.device or "none",
+                        provenance.driver,
+                        provenance.toolkit,
                         report_json,
                     ),
                 ).lastrowid
@@ -302,7 +302,7 @@ class History:
         timed cells could not be read back for an impossible time."""
         stored = _Stored({}, {}, 0)
         for run in runs:
-            where = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
+            provenance = Provenance(runner=run.runner, commit=baseline, device=run.setting.device)
             rows = self.db.execute(
                 "SELECT classname, name, median_us, samples_us, shared_gpu, code_identity, "
                 "binary_sha256, cell FROM cells WHERE run_id = ? "
@@ -311,7 +311,7 @@ class History:
             )
             for classname, name, median, samples, shared, identity, digest, record in rows:
                 if record is not None:  # stored before schema 5: the cell is in its JSON
-                    _read_whole(record, run.target, where, stored)
+                    _read_whole(record, run.target, provenance, stored)
                 elif median is None:  # a compile cell
                     stored.builds.setdefault(classname, {})[name] = BuildIdentity(identity, digest)
                 else:
@@ -397,10 +397,10 @@ def _timing_of(median: float, samples: object, shared: str | None) -> BaseTiming
     return BaseTiming(float(median), tuple(values), shared)
 
 
-def _read_whole(record: str, target: str, where: Provenance, stored: _Stored) -> None:
+def _read_whole(record: str, target: str, provenance: Provenance, stored: _Stored) -> None:
     """A cell stored before schema 5, read from its JSON into `stored`."""
     try:
-        cell = cell_from_json(json.loads(record), target, where)
+        cell = cell_from_json(json.loads(record), target, provenance)
     except ValueError:  # an impossible time stored before they were refused
         stored.impossible += 1
         return

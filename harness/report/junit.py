@@ -168,14 +168,14 @@ def _text(value: str) -> str:
 
 def properties_of(cell: Cell) -> dict[str, str]:
     """A cell's JUnit properties: what it ran on, then each metric it has, as text."""
-    where = cell.provenance
+    provenance = cell.provenance
     shown = {
         "target": cell.target,
-        "device": where.device or "none",
-        "cc": where.cc or "none",
-        "driver": where.driver or "none",
-        "toolkit": where.toolkit or "none",
-        "commit": where.commit or "unknown",
+        "device": provenance.device or "none",
+        "cc": provenance.cc or "none",
+        "driver": provenance.driver or "none",
+        "toolkit": provenance.toolkit or "none",
+        "commit": provenance.commit or "unknown",
         "binary": cell.loaded_as or "none",  # CONTRACT.md's name for it
     }
     if cell.seed is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.model.cell import ABJudgement
+from harness.model.cell import Judgement
 from harness.model.matrix import DevicePeaks
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.report import store
@@ -122,7 +122,7 @@ def _gate(report_set: ReportSet, limit_pct: float) -> _Gate:
                 identities.setdefault(cell.classname, set()).add(cell.compile.code_identity)
         for cell in report.cells:
             ab = cell.ab
-            if ab is None or ab.judgement is not ABJudgement.SLOWER:
+            if ab is None or ab.judgement is not Judgement.SLOWER:
                 continue
             change = ab.change_pct
             if change is None or change <= limit_pct:

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,47 +59,56 @@ def outcomes_digest(cells: Iterable[Cell]) -> str:
 
 
 class LiveReport:
-    """A report kept on disk while its cells come in, written by a thread of its own so that the
-    run never waits for the disk: the files are at most `interval_s` behind the last cell, and
-    `close` leaves them complete.
+    """A report's files kept on disk while its cells come in (a sink of the pipeline,
+    harness.pipeline.results), written by a thread of its own so that the run never waits for
+    the disk: the files are at most `interval_s` behind the last cell, and `end` leaves them
+    complete.
 
     Writing is paced because rendering a report holds the interpreter's lock for its length (a
     full run's samples make megabytes of JSON): written after every cell, it would stall the
     threads that feed the GPU once per cell."""
 
-    def __init__(self, files: ReportFiles, report: Report, interval_s: float = WRITE_INTERVAL_S):
-        self.files, self.report, self.interval_s = files, report, interval_s
-        self._lock = threading.Lock()
+    def __init__(self, files: ReportFiles, interval_s: float = WRITE_INTERVAL_S):
+        self.files, self.interval_s = files, interval_s
+        self._latest: Report | None = None
         self._dirty = threading.Event()
         self._closing = threading.Event()
         self._error: OSError | None = None
         self._thread = threading.Thread(target=self._keep_written, daemon=True)
+
+    def begin(self, report: Report) -> None:
+        """Written at once, before any cell: a run killed from now on leaves its own report,
+        unfinished, never the last run's."""
+        write(self.files, report)
         self._thread.start()
 
-    def add(self, cell: Cell) -> None:
-        with self._lock:
-            self.report.cells.append(cell)
+    def expect(self, cells: int, seconds: float) -> None:
+        pass  # the files say what is done, not what is to come
+
+    def added(self, report: Report, cells: Sequence[Cell]) -> None:
+        self._latest = dataclasses.replace(report, cells=list(report.cells))
         self._dirty.set()
 
     def _keep_written(self) -> None:
         while not self._closing.is_set():
             self._dirty.wait()
             self._dirty.clear()
-            with self._lock:
-                snapshot = dataclasses.replace(self.report, cells=list(self.report.cells))
-            try:
-                write(self.files, snapshot)
-            except OSError as error:  # a full disk: raised from close, in the run's thread
-                self._error = error
+            latest = self._latest
+            if latest is not None:
+                try:
+                    write(self.files, latest)
+                except OSError as error:  # a full disk: raised from end, in the run's thread
+                    self._error = error
             self._closing.wait(self.interval_s)  # the cells of the pause go in the next write
 
-    def close(self) -> None:
+    def end(self, report: Report) -> None:
         self._closing.set()
         self._dirty.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
         if self._error is not None:
             raise self._error
-        write(self.files, self.report)
+        write(self.files, report)
 
 
 def replace(path: Path, text: str | Iterable[str]) -> None:

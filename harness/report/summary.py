@@ -21,12 +21,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from harness.model.cell import ABComparison, ABJudgement, Cell, Report
+from harness.model.cell import ABComparison, Cell, Judgement, Report
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.model.text import shown_controls
 from harness.report.merge import ReportSet
 from harness.report.status import Status, status_of
-from harness.report.verdict import Judgement, Verdict, unconfirmed
+from harness.report.verdict import VERDICT_JUDGEMENTS, Verdict, unconfirmed
 
 MARK = {
     Outcome.PASSED: "✅",
@@ -42,11 +42,11 @@ DETAILED_CELLS = 5_000
 WORST_FIRST = (Outcome.ERROR, Outcome.FAILED, Outcome.SKIPPED, Outcome.PASSED)
 # The A/Bs the summary lists, in this order; SAME and IDENTICAL are only counted.
 AB_LISTED = (
-    ABJudgement.SLOWER,
-    ABJudgement.AMBIGUOUS,
-    ABJudgement.FASTER,
-    ABJudgement.NOT_RUN,
-    ABJudgement.NEW,
+    Judgement.SLOWER,
+    Judgement.AMBIGUOUS,
+    Judgement.FASTER,
+    Judgement.NOT_RUN,
+    Judgement.NEW,
 )
 
 
@@ -238,11 +238,12 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
     if verdicts:
         judged = Counter(v.judgement for v in verdicts)
         lines.append(
-            "against the baseline: " + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in Judgement)
+            "against the baseline: "
+            + ", ".join(f"{judged.get(j, 0)} {j.value}" for j in VERDICT_JUDGEMENTS)
         )
     for base, compared in sorted(_ab_bases(report_set.cells).items()):
         found = Counter(ab.judgement for _, ab in compared)
-        said = ", ".join(f"{found.get(j, 0)} {j.value}" for j in ABJudgement)
+        said = ", ".join(f"{found.get(j, 0)} {j.value}" for j in Judgement)
         lines.append(f"A/B against {_md(base[:10])}: {said}")
     return lines
 

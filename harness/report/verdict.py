@@ -14,7 +14,6 @@ unconfirmed (`unconfirmed`).
 
 from __future__ import annotations
 
-import enum
 import functools
 import hashlib
 import math
@@ -22,7 +21,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.model.cell import Cell, CompileFacts, Timing
+from harness.model.cell import Cell, CompileFacts, Judgement, Timing
 
 # What an unchanged binary moves from one H200 to another, measured on the kept reports of six
 # machines (docs/reports/h200's top level, GPU-e114c679's, and fleet/GPU-0409ee10, GPU-44755d34,
@@ -42,12 +41,14 @@ AB_THRESHOLDS_PCT = ((20.0, 3.0), (float("inf"), 0.5))
 AB_FLOOR_US = 0.1
 
 
-class Judgement(enum.Enum):
-    SAME = "SAME"
-    FASTER = "FASTER"
-    SLOWER = "SLOWER"
-    AMBIGUOUS = "AMBIGUOUS"
-    GPU_SHARED = "GPU shared"  # another process used the GPU: the times say nothing of the code
+# What a verdict against the history can say (an A/B says more: harness.model.cell.Judgement)
+VERDICT_JUDGEMENTS = (
+    Judgement.SAME,
+    Judgement.FASTER,
+    Judgement.SLOWER,
+    Judgement.AMBIGUOUS,
+    Judgement.GPU_SHARED,
+)
 
 
 @dataclass(frozen=True)

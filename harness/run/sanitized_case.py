@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     # access one byte past either end (inside a guard zone, it would be in bounds)
     runtime = GpuRuntime(device, matrix.timer, guarded=False)
     target = matrix.target(args.target)
-    where = Provenance(runner="case-process")  # the parent's provenance replaces it
-    cell, _ = runtime.run_case(kernel, case, target, args.binary, where, timed=False)
+    provenance = Provenance(runner="case-process")  # the parent's provenance replaces it
+    cell, _ = runtime.run_case(kernel, case, target, args.binary, provenance, timed=False)
     print(json.dumps(cell_json(cell)), flush=True)
     return 0
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from harness.compile.toolchain import Toolchain
 from harness.model.cell import Cell, Provenance, SanitizerFindings
 from harness.model.codec import cell_from_json
-from harness.model.errors import Unavailable
+from harness.model.errors import Broken, CellError, KernelFailed, Skip, Unavailable
 from harness.model.matrix import Tool
-from harness.model.outcome import Outcome, SkipReason
+from harness.model.outcome import Outcome
 from harness.model.text import bounded
 from harness.processes import Finished, describe_exit
 
@@ -151,23 +151,26 @@ def first_finding(log: str) -> str | None:
     return str((errors or findings)[0]) if findings else None
 
 
-def read_case_cell(stdout: str, target: str, where: Provenance) -> Cell | None:
+def read_case_cell(stdout: str, target: str, provenance: Provenance) -> Cell | None:
     """The case process's cell, its last JSON line; None if it died before printing one."""
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     try:
-        return cell_from_json(json.loads(lines[-1]), target, where)
+        return cell_from_json(json.loads(lines[-1]), target, provenance)
     except (IndexError, KeyError, TypeError, ValueError):  # a line cut short by a crash
         return None
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What one run under a tool found, as its cell's outcome."""
+    """What one run under a tool found: what settles its cell (None: it passed), and the
+    figures."""
 
-    outcome: Outcome
-    message: str
-    skip_reason: SkipReason | None
+    error: CellError | None
     findings: SanitizerFindings
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.error.outcome if self.error is not None else Outcome.PASSED
 
 
 def diagnose(
@@ -184,12 +187,10 @@ def diagnose(
     )
 
     def failed(message: str) -> Diagnosis:
-        return Diagnosis(Outcome.FAILED, message, None, findings)
+        return Diagnosis(KernelFailed(message), findings)
 
     def unjudged(message: str) -> Diagnosis:  # the tool or the case process broke: no verdict
-        return Diagnosis(
-            Outcome.ERROR, f"{tool.value} could not judge the case: {message}", None, findings
-        )
+        return Diagnosis(Broken(f"{tool.value} could not judge the case: {message}"), findings)
 
     headline = first_finding(log)
     # The tool's complaints about its own command line, and the case process's traceback.
@@ -209,11 +210,11 @@ def diagnose(
     if case is None:
         why = complaint or describe_exit(finished.status)
         return unjudged(f"the case process reported nothing: {why}")
-    if case.outcome is Outcome.SKIPPED:
-        return Diagnosis(case.outcome, case.message, case.skip_reason, findings)
+    if case.outcome is Outcome.SKIPPED and case.skip_reason is not None:
+        return Diagnosis(Skip.as_said(case.skip_reason, case.message), findings)
     if case.outcome is Outcome.ERROR:  # the spec broke: a clean log of half a case proves nothing
-        return Diagnosis(Outcome.ERROR, f"the case broke: {case.message}", None, findings)
-    return Diagnosis(Outcome.PASSED, "", None, findings)
+        return Diagnosis(Broken(f"the case broke: {case.message}"), findings)
+    return Diagnosis(None, findings)
 
 
 def detail(log: str, finished: Finished) -> str:

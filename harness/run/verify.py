@@ -109,11 +109,11 @@ def compare(
     if count == 0:
         return None
     bad = _mismatch_mask(actual, expected, tolerance)
-    where = np.argwhere(bad)[:SHOWN_INDICES]
+    wrong_at = np.argwhere(bad)[:SHOWN_INDICES]
     first = ", ".join(
         f"{tuple(int(i) for i in index)}: got {actual[tuple(index)]!r}, "
         f"want {expected[tuple(index)]!r}"
-        for index in where
+        for index in wrong_at
     )
     a, e = actual[bad].astype(np.float64), expected[bad].astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,0 +1,54 @@
+"""The check stage: the case cells of kernels this machine cannot run (no GPU, or not this one),
+each case checked on the CPU (harness.run.spec_check): an error where its spec would break it
+on a GPU, else skipped with why it did not run and that it was checked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.compile.nvcc import Compiled
+from harness.model.cell import Cell
+from harness.model.discovery import Kernel
+from harness.model.errors import Skip, SpecError
+from harness.model.outcome import CellKind
+from harness.pipeline.cells import PlannedCell, settled_cell
+from harness.pipeline.compiling import TargetBuilds
+from harness.pipeline.context import RunContext
+from harness.run.spec_check import check_kernels
+
+CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
+
+
+@dataclass(frozen=True)
+class NotRunHere:
+    """A kernel's cases this machine cannot run, and why (the first case's reason)."""
+
+    kernel: Kernel
+    why: Skip
+    cases: list[str]
+
+
+def check_on_cpu(
+    context: RunContext, not_run: list[NotRunHere], builds: TargetBuilds
+) -> list[Cell]:
+    """A cell for each case of `not_run`, checked on this machine's CPU."""
+    findings = check_kernels(
+        [each.kernel for each in not_run],
+        {
+            key: build.resources if isinstance(build, Compiled) else None
+            for key, build in builds.builds.items()
+        },
+        context.target,
+        context.case_timeout_s,
+        context.confinement,
+    )
+    cells = []
+    for each in not_run:
+        for name in each.cases:
+            found = findings[each.kernel.classname][name]
+            settled = SpecError(found) if found else each.why.adding(CHECKED)
+            planned = PlannedCell(CellKind.CASE, name)
+            cells.append(
+                settled_cell(each.kernel, planned, context.target, context.provenance, settled)
+            )
+    return cells

@@ -1,0 +1,252 @@
+"""The run stage: each case launched, verified and timed on a GPU, in a worker process of its
+kernel's own (harness.run.worker, whose case runs those steps in that order: harness.run.case).
+
+With several GPUs visible, each has its own part of the cases (balanced by expected time); a
+fault on one GPU fails only its case and restarts only that worker. A spec can reach no other
+kernel's cells; the next kernel's worker starts, and starts its host work, while this one's
+cases run. Each GPU takes its kernels, and each kernel its cases, in the order that overlaps
+host work best with the GPU's (schedule.grouped_pipeline_order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.model.cell import Cell
+from harness.model.codec import cell_from_json, report_from_json
+from harness.model.declared import DeclaredCase
+from harness.model.discovery import Kernel
+from harness.model.errors import ReportError, Unavailable
+from harness.model.outcome import CellKind
+from harness.pipeline.cells import PlannedCell, settled_cell
+from harness.pipeline.context import RunContext
+from harness.pipeline.results import Results
+from harness.run import worker
+from harness.run.device import DeviceInfo
+from harness.run.pool import Serve, WorkerFault, WorkerPool
+from harness.run.schedule import (
+    AHEAD_CASES,
+    Expected,
+    ahead_memory,
+    balanced_parts,
+    grouped_pipeline_order,
+)
+from harness.run.worker import CaseJob, Prepare, WorkerSetup
+
+
+@dataclass(frozen=True)
+class Workers:
+    """How a GPU worker process is started and served: worker.start and worker.serve, or fakes."""
+
+    start: Callable[[WorkerSetup], object] = worker.start
+    serve: Serve = worker.serve
+
+
+@dataclass(frozen=True)
+class GpuJob:
+    """A case cell that goes to a GPU."""
+
+    kernel: Kernel
+    case: DeclaredCase
+    binary: Path
+    expected: Expected
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU's workers: how one is set up, and the first one, started before the kernels are
+    known."""
+
+    setup: WorkerSetup
+    workers: Workers
+    first: WorkerPool
+
+    def pool(self, kernel: Kernel) -> WorkerPool:
+        """A worker for `kernel` (not started yet), which imports what its vendor needs."""
+        setup = dataclasses.replace(self.setup, preload=kernel.declared.preload)
+        return WorkerPool(self.workers.start, self.workers.serve, setup)
+
+
+# Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.
+# A worker's start (its imports and CUDA context, ~1.2 s on an H200 machine) and its first
+# cases' host work (up to ~1 s) outlast most kernels' turns there (0.4-1.4 s).
+WORKERS_AHEAD = 4
+
+
+def start_workers(
+    up: contextlib.ExitStack, context: RunContext, workers: Workers
+) -> dict[int, Gpu]:
+    """Each GPU, by ordinal, with its first worker starting (its imports and CUDA context
+    overlap the load and compile stages); what `up` closes."""
+    devices = context.devices
+    if isinstance(devices, Unavailable):
+        return {}
+    host_threads = max(1, (os.cpu_count() or 1) // len(devices))
+    ahead_bytes = ahead_memory() // (WORKERS_AHEAD * len(devices))
+    locks = Path(up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")))
+    gpus = {}
+    for device in devices:
+        quiet = locks / f"gpu{device.ordinal}.lock"
+        setup = WorkerSetup(
+            device,
+            context.matrix.timer,
+            host_threads,
+            quiet,
+            ahead_bytes,
+            confinement=context.confinement,
+        )
+        first = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
+        first.start()
+        gpus[device.ordinal] = Gpu(setup, workers, first)
+    return gpus
+
+
+def run_on_gpus(
+    context: RunContext, jobs: list[GpuJob], gpus: dict[int, Gpu], results: Results
+) -> None:
+    """Every job on one of the run's GPUs, each device working through its part kernel by
+    kernel, each kernel in a worker of its own (`gpus`, by device ordinal); each cell goes to
+    `results` the moment it is done."""
+    assert not isinstance(context.devices, Unavailable)  # no GPU, no job
+    devices = list(context.devices)
+    balanced = balanced_parts(jobs, lambda job: job.expected.turn_s, len(devices))
+    parts = [
+        grouped_pipeline_order(queue, lambda job: job.kernel.classname, lambda job: job.expected)
+        for queue in balanced
+    ]
+    longest = max(sum(j.expected.turn_s for group in part for j in group) for part in parts)
+    results.expect(len(jobs), longest)
+
+    def drive(device: DeviceInfo, groups: list[list[GpuJob]]) -> None:
+        gpu = gpus[device.ordinal]
+        with contextlib.ExitStack() as up:
+            pools = [gpu.first]
+            pools += [up.enter_context(gpu.pool(group[0].kernel)) for group in groups[1:]]
+            for group, pool in zip(groups, pools, strict=True):
+                if group[0].kernel.declared.preload:  # an import of seconds (torch): from now
+                    pool.start()
+            prepared = 0  # the kernels whose workers were told their first cases
+            for index, group in enumerate(groups):
+                # this kernel's worker, and the next ones': up, and preparing their first cases
+                for ahead in range(prepared, min(index + WORKERS_AHEAD, len(groups))):
+                    pools[ahead].post(_prepare(context, groups[ahead]))
+                    prepared = ahead + 1
+                for at, job in enumerate(group):
+                    after = group[at + 1 : at + 1 + AHEAD_CASES]
+                    upcoming = tuple(_case_job(context, later) for later in after)
+                    case_job = _case_job(context, job, upcoming)
+                    cell = _run_one(context, pools[index], job, case_job, device)
+                    results.add([cell])
+                pools[index].close()
+
+    failures: list[BaseException] = []
+
+    def guarded(device: DeviceInfo, groups: list[list[GpuJob]]) -> None:
+        try:
+            drive(device, groups)
+        except BaseException as error:  # a harness bug: raised again in the caller's thread
+            failures.append(error)
+
+    if len(devices) == 1:
+        drive(devices[0], parts[0])
+    else:
+        threads = [
+            threading.Thread(target=guarded, args=(d, q), daemon=True)
+            for d, q in zip(devices, parts, strict=True)
+            if q
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
+    """What starts the host work of a kernel's first cases in its worker."""
+    return Prepare(tuple(_case_job(context, job) for job in group[:AHEAD_CASES]))
+
+
+def _run_one(
+    context: RunContext, pool: WorkerPool, job: GpuJob, case_job: CaseJob, device: DeviceInfo
+) -> Cell:
+    started = time.monotonic()
+    try:
+        cell = _cell_of(pool.run(case_job, context.case_timeout_s), job, case_job)
+    except WorkerFault as fault:  # the worker died on this case, or answered nonsense
+        planned = PlannedCell(CellKind.CASE, job.case.name)
+        cell = settled_cell(job.kernel, planned, context.target, context.provenance, fault)
+    # a faulted case costs what the parent waited, worker start included
+    cell.seconds = cell.seconds or time.monotonic() - started
+    if pool.start_s:  # the first case, or the one after a fault
+        cell.worker_start_s = pool.start_s
+    cell.gpu = device.ordinal
+    return cell
+
+
+def _cell_of(record: object, job: GpuJob, case_job: CaseJob) -> Cell:
+    """The cell a worker sent for `job`, read back and checked to be that job's: a worker runs a
+    spec, and may say anything; WorkerFault where it is not that job's cell."""
+    try:
+        if not isinstance(record, dict):
+            raise TypeError(f"{type(record).__name__}, not an object")
+        cell = cell_from_json(record, case_job.target.name, case_job.provenance)
+    except (KeyError, TypeError, ValueError) as error:
+        raise WorkerFault(f"the worker's cell is not readable: {error}") from None
+    answered = (cell.kind, cell.chapter, cell.kernel, cell.case)
+    asked = (CellKind.CASE, job.kernel.chapter, job.kernel.name, job.case.name)
+    if answered != asked:
+        raise WorkerFault(f"the worker answered for another cell: {answered[1:]}, not {asked[1:]}")
+    return cell
+
+
+def _case_job(context: RunContext, job: GpuJob, upcoming: tuple[CaseJob, ...] = ()) -> CaseJob:
+    return CaseJob(
+        job.kernel.folder / "spec.py",
+        job.case.name,
+        context.target,
+        job.binary,
+        context.provenance,
+        upcoming,
+    )
+
+
+def expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
+    """What each case cell took in the report this run replaces, its host work apart from its
+    turn on the GPU; empty when there is none."""
+    try:
+        last = report_from_json(json.loads(json_file.read_text()), json_file)
+    except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
+        return {}
+    return {
+        (c.classname, c.case): Expected(
+            c.stages.setup_s + c.stages.reference_s if c.stages else 0.0, c.seconds
+        )
+        for c in last.cells
+        if c.kind is CellKind.CASE
+    }
+
+
+def shared_gpu(cells: list[Cell]) -> str | None:
+    """What the report says of a GPU that another process used during the run: how many timed
+    cells saw it, and the first one's why."""
+    timed = [cell for cell in cells if cell.timing]
+    shared = [cell for cell in timed if cell.timing and cell.timing.shared_gpu]
+    if not shared:
+        return None
+    first = shared[0]
+    why = first.timing.shared_gpu if first.timing else ""
+    return (
+        f"{len(shared)} of {len(timed)} timed cells ran while another process used the GPU "
+        f"(the first, {first.classname} {first.name}: {why})"
+    )
