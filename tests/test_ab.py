@@ -20,7 +20,7 @@ from harness.model.matrix import MatrixError, load_matrix
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.pipeline.comparing import compare_target
-from harness.pipeline.context import RunOptions
+from harness.pipeline.context import RunOptions, open_run
 from harness.pipeline.stages import run_target
 from harness.report import store
 from tests.conftest import PLANTED, ROOT
@@ -100,7 +100,7 @@ def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compi
     tree = BaseTree("b" * 40, base, project)
     no_gpu = Unavailable("no GPU in this test")
 
-    found = compare_target(matrix, options, report, tree, toolchain, no_gpu)
+    found = compare_target(open_run(matrix, options, toolchain, no_gpu), report, tree)
 
     judged = {(k.split(".")[1], case): ab for (k, case), ab in found.items()}
     assert judged["add_one", "n1000"].judgement is Judgement.IDENTICAL, judged[
@@ -121,7 +121,9 @@ def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compi
     passed = {(c.classname, c.case) for c in report.cells if c.kind is CellKind.CASE}
     assert set(found) == passed
 
-    everything = compare_target(matrix, options, report, tree, toolchain, no_gpu, everything=True)
+    everything = compare_target(
+        open_run(matrix, options, toolchain, no_gpu), report, tree, everything=True
+    )
     assert everything["planted.add_one", "n1000"].judgement is Judgement.NOT_RUN  # timed too
 
 
@@ -141,7 +143,9 @@ def test_kernels_whose_code_identity_is_unknown_are_timed_and_counted(
     tree = BaseTree("b" * 40, base.parent, head.parent)
     capsys.readouterr()
 
-    found = compare_target(matrix, options, report, tree, toolchain, Unavailable("no GPU"))
+    found = compare_target(
+        open_run(matrix, options, toolchain, Unavailable("no GPU")), report, tree
+    )
 
     said = capsys.readouterr().out.splitlines()
     assert (

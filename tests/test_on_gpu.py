@@ -15,7 +15,7 @@ import pytest
 
 from harness import sandbox
 from harness.model.outcome import Outcome
-from harness.pipeline.context import RunOptions
+from harness.pipeline.context import RunOptions, open_run
 from harness.pipeline.stages import run_target, sanitize_target
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT, plant_forger
@@ -371,7 +371,9 @@ def test_ab_times_unchanged_code_alike_and_names_a_base_that_fails_its_check(
     assert all(c.outcome is not Outcome.FAILED for c in report.cells)
     tree = BaseTree("base", base.parent, head.parent)
 
-    found = compare_target(quick, options, report, tree, toolchain, [gpu], everything=True)
+    found = compare_target(
+        open_run(quick, options, toolchain, [gpu]), report, tree, everything=True
+    )
 
     failing = found["planted.add_one", "n1000"]
     assert failing.judgement is Judgement.NOT_RUN, failing

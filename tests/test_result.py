@@ -105,3 +105,33 @@ def test_a_report_says_which_gpu_of_its_model_ran_it():
     assert back.device is not None and back.device.uuid == "GPU-1234"
     older = json.loads(KEPT_2_3.read_text())  # before reports said it
     assert report_from_json(older, KEPT_2_3).device.uuid is None
+
+
+def test_only_cell_settle_writes_an_outcome():
+    """A cell's outcome has one writer, Cell.settle (from the CellError that kept it from
+    passing): any other assignment to `.outcome` in the harness is a second way to settle."""
+    import ast
+
+    writers = []
+    for path in sorted((ROOT / "harness").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for target in targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                for name in names:
+                    if isinstance(name, ast.Attribute) and name.attr == "outcome":
+                        writers.append((path.relative_to(ROOT).as_posix(), node.lineno))
+    source = (ROOT / "harness" / "model" / "cell.py").read_text()
+    (settle,) = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef) and node.name == "settle"
+    ]
+    assert len(writers) == 1, writers
+    ((path, line),) = writers
+    assert path == "harness/model/cell.py" and settle.lineno <= line <= settle.end_lineno

@@ -16,11 +16,11 @@ from harness.pipeline.stages import run_target
 from harness.run.device import DeviceInfo
 from harness.run.schedule import (
     AHEAD_MEMORY_MAX,
-    Expected,
+    ExpectedTime,
     ahead_memory,
     balanced_parts,
     estimate,
-    expected,
+    expected_time,
     pipeline_order,
     within_memory,
 )
@@ -118,10 +118,10 @@ def test_shards_are_balanced_longest_first():
 
 
 def test_a_case_is_expected_to_take_what_it_took_else_what_its_size_says():
-    last = {("ch.k", "big"): Expected(host_s=1.5, turn_s=3.5)}
-    assert expected(("ch.k", "big"), last, None) == Expected(1.5, 3.5)
+    last = {("ch.k", "big"): ExpectedTime(host_s=1.5, turn_s=3.5)}
+    assert expected_time(("ch.k", "big"), last, None) == ExpectedTime(1.5, 3.5)
     large, small = Work(bytes=1 << 30), Work(bytes=1 << 10)
-    assert expected(("ch.k", "new"), last, large) == estimate(large)
+    assert expected_time(("ch.k", "new"), last, large) == estimate(large)
     assert estimate(large).host_s > 10 * estimate(small).host_s
     assert estimate(large).turn_s > 5 * estimate(small).turn_s
     # a small case waits on its turn (timing), a large one on its host work (inputs, reference)
@@ -131,11 +131,11 @@ def test_a_case_is_expected_to_take_what_it_took_else_what_its_size_says():
 
 def test_each_gpu_takes_its_cases_in_johnsons_order():
     cases = {
-        "tiny": Expected(0.01, 0.2),
-        "small": Expected(0.05, 0.3),
-        "huge": Expected(3.0, 1.0),
-        "large": Expected(1.0, 0.6),
-        "mid": Expected(0.4, 0.3),
+        "tiny": ExpectedTime(0.01, 0.2),
+        "small": ExpectedTime(0.05, 0.3),
+        "huge": ExpectedTime(3.0, 1.0),
+        "large": ExpectedTime(1.0, 0.6),
+        "mid": ExpectedTime(0.4, 0.3),
     }
     order = pipeline_order(list(cases), cases.__getitem__)
     # the GPU starts on what needs the least host work, and ends on the shortest turns

@@ -12,7 +12,7 @@ from harness.model.errors import Unavailable
 from harness.model.provenance import runner_name
 from harness.model.revision import BaseTree, extract, resolve_commit
 from harness.pipeline.comparing import compare_and_record, head_report, unmeasured_lines
-from harness.pipeline.context import RunOptions
+from harness.pipeline.context import RunOptions, open_run
 
 
 def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unavailable:
@@ -45,7 +45,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"ab: {target.name} against {base.commit} ({base.folder})")
     nvcc = environment.toolchain()
     gpus = environment.devices(matrix)
-    found = compare_and_record(matrix, options, head, base, nvcc, gpus, args.all)
+    context = open_run(matrix, options, nvcc, gpus)
+    found = compare_and_record(context, head, base, args.all)
     counts = Counter(ab.judgement.value for ab in found.values())
     for line in unmeasured_lines(found):
         print(line)

@@ -21,16 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compile.nvcc import Compiled, failure_line
-from harness.compile.toolchain import Toolchain
 from harness.model.cell import ABComparison, Cell, Judgement, Report
 from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders
 from harness.model.errors import CellError, ReportError, Unavailable, UsageError
-from harness.model.matrix import Matrix
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree
 from harness.pipeline.compiling import TargetBuilds, compile_kernels
-from harness.pipeline.context import Build, RunContext, RunOptions, open_run, report_stem
+from harness.pipeline.context import Build, RunContext, RunOptions, report_stem
 from harness.pipeline.loading import Loaded, load_kernels
 from harness.report import store
 from harness.report.verdict import ab_threshold_pct, judge_paired
@@ -53,16 +51,9 @@ class _Base:
 
 
 def compare_target(
-    matrix: Matrix,
-    options: RunOptions,
-    report: Report,
-    base: BaseTree | Unavailable,
-    toolchain: Toolchain | Unavailable,
-    devices: Sequence[DeviceInfo] | Unavailable,
-    everything: bool = False,
+    context: RunContext, report: Report, base: BaseTree | Unavailable, everything: bool = False
 ) -> dict[tuple[str, str], ABComparison]:
     """The A/B of every passed case cell of `report` against `base`, by (classname, case)."""
-    context = open_run(matrix, options, toolchain, devices)
     head = _compiled(context, context.folders)
     bases = _base_kernels(context, base, head.kernels)
     commit = base.commit if isinstance(base, BaseTree) else "none"
@@ -326,16 +317,10 @@ def head_report(options: RunOptions) -> HeadReport:
 
 
 def compare_and_record(
-    matrix: Matrix,
-    options: RunOptions,
-    head: HeadReport,
-    base: BaseTree | Unavailable,
-    toolchain: Toolchain | Unavailable,
-    devices: Sequence[DeviceInfo] | Unavailable,
-    everything: bool = False,
+    context: RunContext, head: HeadReport, base: BaseTree | Unavailable, everything: bool = False
 ) -> dict[tuple[str, str], ABComparison]:
     """compare_target, each case's A/B then written into the head report on disk."""
-    found = compare_target(matrix, options, head.report, base, toolchain, devices, everything)
+    found = compare_target(context, head.report, base, everything)
     _record(head.report, found)
     store.write(head.files, head.report)
     return found

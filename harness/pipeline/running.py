@@ -35,7 +35,7 @@ from harness.run.device import DeviceInfo
 from harness.run.pool import Serve, WorkerFault, WorkerPool
 from harness.run.schedule import (
     AHEAD_CASES,
-    Expected,
+    ExpectedTime,
     ahead_memory,
     balanced_parts,
     grouped_pipeline_order,
@@ -58,7 +58,7 @@ class GpuJob:
     kernel: Kernel
     case: DeclaredCase
     binary: Path
-    expected: Expected
+    expected_time: ExpectedTime
 
 
 @dataclass(frozen=True)
@@ -118,12 +118,14 @@ def run_on_gpus(
     `results` the moment it is done."""
     assert not isinstance(context.devices, Unavailable)  # no GPU, no job
     devices = list(context.devices)
-    balanced = balanced_parts(jobs, lambda job: job.expected.turn_s, len(devices))
+    balanced = balanced_parts(jobs, lambda job: job.expected_time.turn_s, len(devices))
     parts = [
-        grouped_pipeline_order(queue, lambda job: job.kernel.classname, lambda job: job.expected)
+        grouped_pipeline_order(
+            queue, lambda job: job.kernel.classname, lambda job: job.expected_time
+        )
         for queue in balanced
     ]
-    longest = max(sum(j.expected.turn_s for group in part for j in group) for part in parts)
+    longest = max(sum(j.expected_time.turn_s for group in part for j in group) for part in parts)
     results.expect(len(jobs), longest)
 
     def drive(device: DeviceInfo, groups: list[list[GpuJob]]) -> None:
@@ -170,6 +172,10 @@ def run_on_gpus(
             thread.join()
     if failures:
         raise failures[0]
+
+
+def _kernel_of(job: GpuJob) -> str:
+    return job.kernel.classname
 
 
 def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
@@ -221,7 +227,7 @@ def _case_job(context: RunContext, job: GpuJob, upcoming: tuple[CaseJob, ...] = 
     )
 
 
-def expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
+def expected_of_last_run(json_file: Path) -> dict[tuple[str, str], ExpectedTime]:
     """What each case cell took in the report this run replaces, its host work apart from its
     turn on the GPU; empty when there is none."""
     try:
@@ -229,7 +235,7 @@ def expected_of_last_run(json_file: Path) -> dict[tuple[str, str], Expected]:
     except (OSError, ValueError, ReportError):  # none yet, unreadable, or of another schema
         return {}
     return {
-        (c.classname, c.case): Expected(
+        (c.classname, c.case): ExpectedTime(
             c.stages.setup_s + c.stages.reference_s if c.stages else 0.0, c.seconds
         )
         for c in last.cells

@@ -47,7 +47,7 @@ from harness.pipeline.running import (
 from harness.pipeline.sanitizing import sanitize_kernels, sanitizer_cells
 from harness.report import store
 from harness.run.device import DeviceInfo
-from harness.run.schedule import Expected, expected
+from harness.run.schedule import ExpectedTime, expected_time
 
 
 class Stage(enum.Enum):
@@ -210,7 +210,7 @@ def _cases(
     context: RunContext,
     pipeline: Pipeline,
     builds: TargetBuilds,
-    last_run: dict[tuple[str, str], Expected],
+    last_run: dict[tuple[str, str], ExpectedTime],
     results: Results,
 ) -> list[GpuJob]:
     """Each case of each compiled kernel, where it goes: a case whose build failed fails here;
@@ -235,7 +235,7 @@ def _cases(
                 )
                 continue
             key = (kernel.classname, case.name)
-            jobs.append(GpuJob(kernel, case, binary, expected(key, last_run, case.work)))
+            jobs.append(GpuJob(kernel, case, binary, expected_time(key, last_run, case.work)))
         if skip is not None:
             not_run.append(NotRunHere(kernel, skip, cannot_run))
     # check's context has no device, so every case it has is one this machine does not run

@@ -55,7 +55,7 @@ TURN_SECONDS_PER_BYTE = 1e-9
 
 
 @dataclass(frozen=True)
-class Expected:
+class ExpectedTime:
     """What a case is expected to take: `host_s` of host work ahead of its turn, `turn_s` on
     the GPU worker."""
 
@@ -63,12 +63,12 @@ class Expected:
     turn_s: float
 
 
-def estimate(work: Work | None) -> Expected:
+def estimate(work: Work | None) -> ExpectedTime:
     """A case's expected seconds from its size alone; the fixed costs when the size is unknown."""
     if work is None:
-        return Expected(FIXED_S, TURN_FIXED_S)
+        return ExpectedTime(FIXED_S, TURN_FIXED_S)
     host = FIXED_S + work.bytes * SECONDS_PER_BYTE + work.flops * SECONDS_PER_FLOP
-    return Expected(host, TURN_FIXED_S + work.bytes * TURN_SECONDS_PER_BYTE)
+    return ExpectedTime(host, TURN_FIXED_S + work.bytes * TURN_SECONDS_PER_BYTE)
 
 
 def ahead_memory() -> int:
@@ -91,9 +91,9 @@ def within_memory(sizes: Sequence[int], limit: int) -> int:
     return len(sizes)
 
 
-def expected(
-    key: tuple[str, str], last: Mapping[tuple[str, str], Expected], work: Work | None
-) -> Expected:
+def expected_time(
+    key: tuple[str, str], last: Mapping[tuple[str, str], ExpectedTime], work: Work | None
+) -> ExpectedTime:
     """What the last report gave the case `key` (classname, case), else its estimate."""
     seen = last.get(key)
     return seen if seen is not None and seen.turn_s > 0 else estimate(work)
@@ -113,7 +113,7 @@ def balanced_parts(
     return parts
 
 
-def pipeline_order(items: Sequence[Item], expect: Callable[[Item], Expected]) -> list[Item]:
+def pipeline_order(items: Sequence[Item], expect: Callable[[Item], ExpectedTime]) -> list[Item]:
     """`items` in Johnson's order for host work then a turn: those whose turn is the longer by
     least host work, then the others by longest turn."""
     turn_bound = [item for item in items if expect(item).host_s < expect(item).turn_s]
@@ -124,7 +124,7 @@ def pipeline_order(items: Sequence[Item], expect: Callable[[Item], Expected]) ->
 
 
 def grouped_pipeline_order(
-    items: Sequence[Item], group_of: Callable[[Item], str], expect: Callable[[Item], Expected]
+    items: Sequence[Item], group_of: Callable[[Item], str], expect: Callable[[Item], ExpectedTime]
 ) -> list[list[Item]]:
     """`items` in groups that run one after another (a kernel's cases, in a worker of its own):
     each group in pipeline_order, the groups in Johnson's order of their sums."""
@@ -132,8 +132,10 @@ def grouped_pipeline_order(
     for item in items:
         groups.setdefault(group_of(item), []).append(item)
 
-    def total(group: list[Item]) -> Expected:
-        return Expected(sum(expect(i).host_s for i in group), sum(expect(i).turn_s for i in group))
+    def total(group: list[Item]) -> ExpectedTime:
+        return ExpectedTime(
+            sum(expect(i).host_s for i in group), sum(expect(i).turn_s for i in group)
+        )
 
     ordered = pipeline_order(list(groups.values()), total)
     return [pipeline_order(group, expect) for group in ordered]
