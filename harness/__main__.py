@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     ab.add_argument("--base-tree", type=Path, help="the base's files, laid out as the project")
     ab.add_argument("--base-commit", default="", help="the commit --base-tree holds")
     ab.add_argument(
+        "--no-base-ok",
+        action="store_true",
+        help="a --base that names no commit judges every kernel NEW (a first commit has no "
+        "parent), rather than being an error",
+    )
+    ab.add_argument(
         "--all", action="store_true", help="time unchanged kernels too (an A/A of the same code)"
     )
     build = commands.add_parser("compile", parents=[common], help="compile, run nothing")

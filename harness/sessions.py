@@ -253,8 +253,10 @@ def _in_image(session: Any, project: Project, target: Target, harness_args: list
 
 
 def base_tree_args(session: Any, root: Path, args: list[str]) -> list[str]:
-    """`--base REF` in `args` replaced by the folder its kernel trees were written to, inside
-    the project (the container has no git), and the commit it resolved to."""
+    """`--base REF` (or `--base=REF`) in `args` replaced by the folder its kernel trees were
+    written to, inside the project (the container has no git), and the commit it resolved to.
+    A REF that names no commit stops the session, unless `--no-base-ok` is given."""
+    args = [part for arg in args for part in _split_base(arg)]
     if "--base" not in args:
         return args
     at = args.index("--base")
@@ -262,12 +264,21 @@ def base_tree_args(session: Any, root: Path, args: list[str]) -> list[str]:
     rest = args[:at] + args[at + 2 :]
     commit = revision.resolve_commit(root, ref)
     if isinstance(commit, Unavailable):
+        if "--no-base-ok" not in rest:
+            session.error(f"ab: --base {ref!r}: {commit.why}; pass --no-base-ok to judge NEW")
         session.log(f"ab: {commit.why}: every kernel is judged NEW")
         return [*rest, "--base-tree", str(root / ".cache" / "ab" / "none"), "--base-commit", ref]
     folders = [root / args[i + 1] for i, arg in enumerate(rest[:-1]) if arg == "--kernels"]
     tree = revision.extract(root, commit, folders or [root / "kernels"], root / ".cache" / "ab")
     mounted = Path(images.CONTAINER_SOURCE) / tree.folder.relative_to(root)
     return [*rest, "--base-tree", str(mounted), "--base-commit", commit]
+
+
+def _split_base(arg: str) -> list[str]:
+    """`--base=REF` as the two arguments `--base REF`, as argparse reads it."""
+    if arg.startswith("--base="):
+        return ["--base", arg.removeprefix("--base=")]
+    return [arg]
 
 
 def _build(target: Target) -> Callable[[Any], None]:

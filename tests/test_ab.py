@@ -155,7 +155,7 @@ def test_kernels_whose_code_identity_is_unknown_are_timed_and_counted(
     assert {ab.judgement for ab in found.values()} == {Judgement.NOT_RUN}  # timed: no GPU
 
 
-def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_report(
+def test_a_base_that_names_no_commit_is_refused_or_with_no_base_ok_judges_every_kernel_new(
     matrix, toolchain, compile_cache, tmp_path, capsys
 ):
     head = _tree(tmp_path / "kernels")
@@ -163,8 +163,14 @@ def test_a_base_that_names_no_commit_judges_every_kernel_new_and_keeps_the_repor
     before = _head_report(matrix, toolchain, compile_cache, head, reports)
     args = ["ab", "sm_90a", "--base", "no-such-ref-anywhere", "--kernels", str(head)]
     args += ["--reports", str(reports), "--cache", str(compile_cache), "--runner", "t"]
+    kept = (reports / "junit-sm_90a.json").read_bytes()
 
-    assert main(args) == 0
+    assert main(args) == 2  # a typo in the base must not turn the A/B gate off
+    refused = capsys.readouterr().err
+    assert "--base: 'no-such-ref-anywhere' is not a commit" in refused and "--no-base-ok" in refused
+    assert (reports / "junit-sm_90a.json").read_bytes() == kept
+
+    assert main([*args, "--no-base-ok"]) == 0
 
     said = capsys.readouterr().out
     assert "no base to compare with" in said and "every kernel is judged NEW" in said

@@ -61,6 +61,25 @@ def _file(path: Path) -> Path:
     return path
 
 
+def _link(work: Path, target: str) -> Path:
+    link = work / "link"
+    link.symlink_to(target)
+    return link
+
+
+def _fifo(work: Path) -> Path:
+    fifo = work / "times.fifo"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _times(work: Path, seconds: str) -> Path:
+    """A --times object of seconds whose add_one takes `seconds` (JSON as Python writes it)."""
+    times = work / "times.json"
+    times.write_text(f'{{"planted.add_one": {seconds}, "planted.needs_sm90": 1.0}}')
+    return times
+
+
 def _second_tree(work: Path, folder: str) -> dict:
     """Another kernel tree beside kernels/, holding add_one at `folder` (<chapter>/<kernel>)."""
     other = work / "other"
@@ -118,8 +137,8 @@ TABLE = [
     (
         "the compile cache is a file",
         lambda work: {"ARGS": ["--cache", str(_file(work / "cache-file"))]},
-        1,
-        ["FAILED   planted.add_one::compile[sm_90a]", "the compile cache", "cache-file"],
+        2,
+        ["error: --cache", "cache-file: not a folder"],
     ),
     (
         "a spec calls sys.exit(3) at import",
@@ -287,6 +306,83 @@ TABLE = [
         },
         1,
         ["compile[sm_90a]  -- nvcc failed for", "fatbinary fatal   : Could not write file"],
+    ),
+    (
+        "--matrix is a device that never ends",
+        lambda work: {"ARGS": ["--matrix", "/dev/zero"]},
+        2,
+        ["error: /dev/zero: a character device, not a regular file"],
+    ),
+    (
+        "--reports names a file",
+        lambda work: {"ARGS": ["--reports", str(_file(work / "afile"))]},
+        2,
+        ["error: --reports", "afile: not a folder"],
+    ),
+    (
+        "--shard asks for a billion shards",
+        lambda work: {"ARGS": ["--shard", "1/1000000000"]},
+        2,
+        ["error: --shard '1/1000000000': at most 256 shards"],
+    ),
+    (
+        "--shard in Arabic-Indic digits",
+        lambda work: {"ARGS": ["--shard", "\u0661/\u0663"]},
+        2,
+        ["error: --shard", "expected i/N with 1 <= i <= N"],
+    ),
+    (
+        "--times is a device that never ends",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", "/dev/zero"]},
+        2,
+        ["error: --times /dev/zero: a character device, not a regular file"],
+    ),
+    (
+        "--times is a link to a device",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", str(_link(work, "/dev/zero"))]},
+        2,
+        ["a character device, not a regular file"],
+    ),
+    (
+        "--times is a FIFO no one writes",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", str(_fifo(work))]},
+        2,
+        ["times.fifo: a pipe, not a regular file"],
+    ),
+    (
+        "--times holds NaN seconds",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", str(_times(work, "NaN"))]},
+        2,
+        ["times.json: 'planted.add_one' is nan s, not a time"],
+    ),
+    (
+        "--times holds negative seconds",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", str(_times(work, "-5"))]},
+        2,
+        ["times.json: 'planted.add_one' is -5 s, not a time"],
+    ),
+    (
+        "--times holds infinite seconds",
+        lambda work: {"ARGS": ["--shard", "1/2", "--times", str(_times(work, "Infinity"))]},
+        2,
+        ["times.json: 'planted.add_one' is inf s, not a time"],
+    ),
+    (
+        "a build flag in Arabic-Indic digits",
+        lambda work: (
+            _edit(
+                work / "kernels" / SPEC,
+                "SPEC = KernelSpec(",
+                'SPEC = KernelSpec(build=BuildOptions(flags=("-maxrregcount=\u0663\u0662",)), ',
+            )
+            or _edit(
+                work / "kernels" / SPEC,
+                "from harness.spec import ",
+                "from harness.spec import BuildOptions, ",
+            )
+        ),
+        1,
+        ["ERROR    planted.add_one::spec[sm_90a]", "build flag '-maxrregcount=", "is refused"],
     ),
     (
         "nvcc crashes",

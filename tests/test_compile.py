@@ -755,6 +755,32 @@ def test_a_c_plus_plus_entry_the_source_cannot_instantiate_fails_the_build_sayin
     assert failure_line(built.log).startswith("add_one.cu, entry 'block_sum<128, 2>': error: ")
 
 
+@pytest.mark.parametrize(
+    "names", ['("block_sum<128>", "block_sum<128 >")', '("block_sum<128>", "block_sum<0x80>")']
+)
+def test_two_spellings_of_one_instantiation_fail_the_build_naming_both(
+    matrix, toolchain, planted, tmp_path, names
+):
+    """Both would map to one symbol, and a launch by one would find the other's name."""
+    kernel = _templated(planted, names)
+    built = Compiler(toolchain, tmp_path / "cache").compile(kernel, matrix.targets["sm_90a"])
+    first, second = eval(names)
+    assert built.binary is None
+    line = failure_line(built.log)
+    assert f"entries {first!r} and {second!r} name one instantiation" in line, line
+    assert "block_sum<128>" in line and "name it once" in line
+
+
+def test_a_source_that_takes_the_probe_s_name_is_told_so(matrix, toolchain, planted, tmp_path):
+    kernel = _templated(planted, '("block_sum<128>",)')
+    source = kernel.folder / "add_one.cu"
+    source.write_text(source.read_text() + "\nint cuda_matrix_entry = 0;\n")
+    built = Compiler(toolchain, tmp_path / "cache").compile(kernel, matrix.targets["sm_90a"])
+    assert built.binary is None
+    line = failure_line(built.log)
+    assert "it may not define `cuda_matrix_entry`" in line and "entry '?'" not in line, line
+
+
 @pytest.mark.parametrize("name", ['"k<1>; int x"', '"k<1>{}"', '"k/*x*/"', "3"])
 def test_an_entry_that_is_no_cxx_name_is_refused_at_discovery(planted, name):
     folder = planted / "planted" / "add_one"

@@ -44,6 +44,13 @@ class _Session:
     def log(self, line):
         self.said.append(line)
 
+    def error(self, line):  # as nox's: the session stops, failed
+        raise _Stopped(line)
+
+
+class _Stopped(Exception):
+    pass
+
 
 def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
     session = _Session()
@@ -65,10 +72,30 @@ def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
     assert (written / "spec.py").is_file()  # where the container's /src/.cache/ab/<sha> is
 
 
-def test_ab_in_a_container_with_a_base_that_names_no_commit_says_so():
+def test_ab_in_a_container_reads_the_base_written_with_an_equals_sign_too():
     session = _Session()
-    args = sessions.base_tree_args(session, ROOT, ["--base", "no-such-ref-anywhere"])
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.strip()
+    args = sessions.base_tree_args(session, ROOT, ["--base=HEAD", "-k", "scale_bias"])
+    assert args == [
+        "-k",
+        "scale_bias",
+        "--base-tree",
+        f"/src/.cache/ab/{head}",
+        "--base-commit",
+        head,
+    ]
+
+
+def test_ab_in_a_container_with_a_base_that_names_no_commit_stops_unless_told_it_may():
+    with pytest.raises(_Stopped, match="'no-such-ref-anywhere' is not a commit"):
+        sessions.base_tree_args(_Session(), ROOT, ["--base=no-such-ref-anywhere"])
+    session = _Session()
+    asked = ["--base", "no-such-ref-anywhere", "--no-base-ok"]
+    args = sessions.base_tree_args(session, ROOT, asked)
     assert args[args.index("--base-commit") + 1] == "no-such-ref-anywhere"
+    assert "--no-base-ok" in args  # the container's harness is told so too
     assert "every kernel is judged NEW" in session.said[0]
 
 

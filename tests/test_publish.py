@@ -19,14 +19,15 @@ import cmarkgfm
 import pytest
 from lxml import etree
 
-from harness.model.cell import ABComparison, Cell, Judgement, Provenance
+from harness.model.cell import ABComparison, Cell, Judgement, Provenance, Shard
 from harness.model.codec import cell_json
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
 from harness.pipeline.context import RunOptions
 from harness.pipeline.stages import run_target
+from harness.report import store
 from harness.report.history import History
-from harness.report.merge import load_reports, write_merged_xml
+from harness.report.merge import load_reports, read_report, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
 from tests.conftest import ROOT
@@ -841,3 +842,53 @@ def test_report_reads_compile_only_reports_as_their_target_s_column_where_no_tes
         "junit-sm_90a.xml",
         "compile-sm_80.xml",
     ]
+
+
+def _nested(sidecar: dict) -> str:
+    return "[" * 200_000 + "]" * 200_000
+
+
+@pytest.mark.parametrize(
+    ("fault", "edit", "said"),
+    [
+        ("cells a string", lambda s: {**s, "cells": "x"}, "cells is str, not a list"),
+        ("cells of numbers", lambda s: {**s, "cells": [1, 2]}, "a cell is int, not an object"),
+        ("a NaN cell time", lambda s: _first_cell(s, seconds=float("nan")), "seconds is nan"),
+        ("a negative cell time", lambda s: _first_cell(s, seconds=-1e308), "seconds is -1e+308"),
+        ("an infinite wall", lambda s: {**s, "wall_s": float("inf")}, "wall_s is inf"),
+        ("200k nested brackets", _nested, "nested deeper than JSON is read"),
+    ],
+)
+def test_a_malformed_report_is_named_and_left_out_while_the_rest_merge(tmp_path, fault, edit, said):
+    copies = _copy_kept(tmp_path)
+    bad = next(f for f in copies if f.name == "junit-sm_90a.xml")
+    edited = edit(json.loads(bad.with_suffix(".json").read_text()))
+    text = edited if isinstance(edited, str) else json.dumps(edited)
+    bad.with_suffix(".json").write_text(text)
+    merged = load_reports(copies, TARGETS)
+    (problem,) = merged.problems
+    assert problem.startswith(str(bad.with_suffix(".json"))) and said in problem, problem
+    assert {c.target for c in merged.cells} == {"sm_80", "sm_100a"}
+    assert merged.missing_targets == ["sm_90a"]
+
+
+def _first_cell(sidecar: dict, **changed: object) -> dict:
+    sidecar["cells"][0].update(changed)
+    return sidecar
+
+
+def test_a_full_report_beside_a_shard_of_its_column_is_named(tmp_path):
+    """Both hold the column's cells: merged, each would count twice."""
+    copies = _copy_kept(tmp_path)
+    full = next(f for f in copies if f.name == "junit-sm_90a.xml")
+    shard = tmp_path / "shard" / "junit-sm_90a-shard1of2.xml"
+    shard.parent.mkdir()
+    report = read_report(full)
+    report.suite += ".shard1of2"
+    report.shard = Shard(1, 2, "p" * 64, "case sizes")
+    report.cells = report.cells[: len(report.cells) // 2]
+    store.write(store.ReportFiles(shard, shard.with_suffix(".json")), report)
+    merged = load_reports([*copies, shard], TARGETS)
+    runner = report.provenance.runner
+    twice = f"sm_90a@{runner}: a full report and 1 of its 2 shards: their cells are counted twice"
+    assert any(p.startswith(twice) for p in merged.shard_problems), merged.shard_problems

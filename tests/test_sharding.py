@@ -234,3 +234,23 @@ def test_a_bad_times_file_leaves_the_shard_s_last_report_as_it_was(
         run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
     assert kept.read_bytes() == shard.read_bytes()
     assert sorted(p.name for p in reports.iterdir()) == [shard.name]
+
+
+def test_times_of_another_project_are_said_to_weigh_nothing(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    """None of its keys names a kernel here, so case sizes weighed the plan: the report says
+    so, not "times of other.json"."""
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"elsewhere.kernel": 3.0, "elsewhere.kernel::n1": 1.0}))
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        tmp_path / "reports",
+        compile_cache,
+        select="scale_bias",
+        shard=ShardRequest(1, 2, (other,)),
+    )
+    report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    assert report.shard is not None
+    assert report.shard.weights == f"case sizes (times of {other} names none of these kernels)"

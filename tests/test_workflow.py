@@ -280,12 +280,10 @@ def test_each_test_job_runs_the_a_b_on_its_own_gpu_against_the_base_commit():
     assert steps[ab]["if"] == "${{ !cancelled() && steps.test.outcome != 'skipped' }}"
     assert steps[ab]["env"]["DISPATCHED_FROM"] == "${{ inputs.ref && github.sha || '' }}"
     run = steps[ab]["run"]
-    assert 'BASE_SHA="${DISPATCHED_FROM:-$(git rev-parse HEAD^)}"' in run
+    assert 'BASE_SHA="${DISPATCHED_FROM:-$(git rev-parse --verify --quiet HEAD^ || true)}"' in run
     assert '"${RUNNER_TEMP}/nox/bin/nox" --non-interactive -s "ab-${SESSION}" --' in run
     # a shard's job names the run by its runners' labels, as its test step did, and its shard
-    assert (
-        '--backend "${BACKEND}" --runner "${RUN_NAME:-${RUNNER_NAME}}" --base "${BASE_SHA}"' in run
-    )
+    assert '--backend "${BACKEND}" --runner "${RUN_NAME:-${RUNNER_NAME}}" "${base[@]}"' in run
     assert (
         '${SHARD:+--shard "${SHARD}"}' in run
         and '${SHARD:+--shard "${SHARD}"}' in (steps[tested]["run"])
@@ -334,26 +332,33 @@ def test_every_shard_of_a_run_weighs_the_kernels_by_the_same_history():
 
 
 def test_the_a_b_step_resolves_the_base_as_actions_would(tmp_path):
-    """Its first line, run in a checkout of two commits: the parent for a push, and the commit
-    it was dispatched from (as Actions fills DISPATCHED_FROM) for a dispatch."""
+    """Its lines up to the base's arguments, run in a checkout: the parent for a push, the
+    commit it was dispatched from (as Actions fills DISPATCHED_FROM) for a dispatch, and for a
+    first commit, which has no parent, no base, and --no-base-ok to judge every kernel NEW."""
     (step,) = [
         s for s in _workflow()["jobs"]["test"]["steps"] if s.get("name", "").startswith("A/B")
     ]
-    resolve = step["run"].splitlines()[0] + '\necho "${BASE_SHA}"'
+    lines = step["run"].splitlines()
+    resolve = "\n".join(lines[: lines.index("kernels=()")]) + '\necho "${base[@]}"'
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
     subprocess.run([*git, "init", "-q"], check=True)
-    for message in ("parent", "tested"):
-        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
-    parent = subprocess.run(
-        [*git, "rev-parse", "HEAD^"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    for dispatched_from, base in (("", parent), ("f" * 40, "f" * 40)):
+
+    def resolved(dispatched_from: str) -> str:
         environment = {**os.environ, "DISPATCHED_FROM": dispatched_from}
         done = subprocess.run(
             ["bash", "-e", "-c", resolve], cwd=tmp_path, env=environment, capture_output=True,
             text=True, check=True,
         )  # fmt: skip
-        assert done.stdout.strip() == base
+        return done.stdout.strip()
+
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first"], check=True)
+    assert resolved("") == "--base  --no-base-ok"
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "tested"], check=True)
+    parent = subprocess.run(
+        [*git, "rev-parse", "HEAD^"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert resolved("") == f"--base {parent}"
+    assert resolved("f" * 40) == f"--base {'f' * 40}"
 
 
 CONSUMER_CALLER = ROOT / "tests" / "fixtures" / "consumer" / ".github" / "workflows" / "matrix.yml"

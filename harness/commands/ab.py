@@ -25,6 +25,10 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
             args.base_commit or str(args.base_tree), args.base_tree, environment.project_root()
         )
     commit = resolve_commit(environment.project_root(), args.base)
+    if isinstance(commit, Unavailable) and not args.no_base_ok:
+        raise environment.Unusable(
+            f"--base: {commit.why}; name a commit, or pass --no-base-ok to judge every kernel NEW"
+        )
     if isinstance(commit, Unavailable):
         return commit
     into = Path(options.cache_dir).parent / "ab"

@@ -31,7 +31,9 @@ def main(args: argparse.Namespace) -> int:
         for folder in sorted(args.artifacts.glob("reports-*")):
             for xml in sorted(folder.glob("*.xml")):
                 # reports-<target>, or reports-<target>-shard2of4 for a shard's job
-                artifact_of[xml] = re.sub(r"-shard\d+of\d+$", "", folder.name[len("reports-") :])
+                artifact_of[xml] = re.sub(
+                    r"-shard[0-9]+of[0-9]+$", "", folder.name[len("reports-") :]
+                )
     if args.artifacts:  # an empty artifacts folder is no reason to read stale local reports
         files = args.files or list(artifact_of)
     else:
@@ -67,7 +69,9 @@ def default_reports(folder: Path) -> list[Path]:
     each compile-<target>.xml of a target with no junit report, as that target's compile
     column."""
     tests = sorted(folder.glob("junit-*.xml"))
-    tested = {re.sub(r"-shard\d+of\d+$", "", path.stem.removeprefix("junit-")) for path in tests}
+    tested = {
+        re.sub(r"-shard[0-9]+of[0-9]+$", "", path.stem.removeprefix("junit-")) for path in tests
+    }
     compiled = [
         path
         for path in sorted(folder.glob("compile-*.xml"))

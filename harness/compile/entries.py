@@ -46,7 +46,7 @@ def symbols_of(names: list[str], compiled: Iterable[str]) -> dict[str, str]:
     demangled = Demangler()
     readable = {symbol: demangled(symbol) for symbol in compiled}
     by_text = {text: symbol for symbol, text in readable.items() if text}
-    found = {}
+    found: dict[str, str] = {}
     for index, name in enumerate(names):
         head = f"{PROBE}_{index}({PROBE}<&("
         probe = next((t for t in readable.values() if t and t.startswith(head)), None)
@@ -55,6 +55,13 @@ def symbols_of(names: list[str], compiled: Iterable[str]) -> dict[str, str]:
         instance = probe[len(head) : -len(")>*)")]
         if instance not in by_text:
             raise EntryError(f"entry {name!r}: {instance} is not among the binary's entries")
+        # Two spellings of one instantiation (`tk<256>`, `tk<0x100>`) would share a symbol,
+        # and a launch by one of them would find the other's name: the spec says it once.
+        same = next((other for other, symbol in found.items() if symbol == by_text[instance]), None)
+        if same is not None:
+            raise EntryError(
+                f"entries {same!r} and {name!r} name one instantiation, {instance}: name it once"
+            )
         found[name] = by_text[instance]
     return found
 
@@ -64,7 +71,10 @@ def said_of_probes(log: str, unit: Path, names: list[str], source: Path) -> str:
     the source cannot instantiate is named, not a line of a file that is gone."""
 
     def entry_at(found: re.Match[str]) -> str:
-        index = int(found.group(1)) - 3  # the include and the probe template come first
+        line = int(found.group(1))
+        if line == 2:  # the probe template: the source has a name of the harness's own
+            return f"{source.name} (it may not define `{PROBE}`, a name the harness's probe uses):"
+        index = line - 3  # the include and the probe template come first
         named = names[index] if 0 <= index < len(names) else "?"
         return f"{source.name}, entry {named!r}:"
 

@@ -79,11 +79,11 @@ def cell_from_json(record: dict[str, Any], target: str, provenance: Provenance) 
         skip_reason=SkipReason(record["skip_reason"]) if record.get("skip_reason") else None,
         message=record.get("message", ""),
         detail=record.get("detail", ""),
-        seconds=float(record.get("seconds", 0.0)),
+        seconds=_duration("seconds", record.get("seconds", 0.0)),
         tool=record.get("tool"),
         loaded_as=record.get("loaded_as", record.get("binary")),
         seed=record.get("seed"),
-        worker_start_s=record.get("worker_start_s"),
+        worker_start_s=_duration_or_none("worker_start_s", record.get("worker_start_s")),
         gpu=record.get("gpu"),
         stages=_known(Stages, record["stages"]) if record.get("stages") else None,
         compile=_compile_from(record.get("compile")),
@@ -135,18 +135,18 @@ def report_from_json(data: Any, source: Path) -> Report:
             suite=data["suite"],
             target=target,
             provenance=provenance,
-            cells=[_cell_of(c, target, provenance) for c in data["cells"]],
+            cells=[_cell_of(c, target, provenance) for c in _list_of("cells", data["cells"])],
             device=_known(DeviceRecord, device) if device else None,
             no_device_why=data.get("no_device_why", data.get("no_device_reason")),
             nvcc=data.get("nvcc"),
             compute_sanitizer=data.get("compute_sanitizer"),
             finished=bool(data.get("finished", True)),  # 2.0 does not say: as it was read
-            wall_s=data.get("wall_s"),
+            wall_s=_duration_or_none("wall_s", data.get("wall_s")),
             shared_gpu=data.get("shared_gpu"),
             shard=_shard_of(data.get("shard")),
             sources=_sources_of(data.get("sources", {})),
         )
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ReportError(
             f"{source}: malformed report ({type(error).__name__}: {error})"
         ) from error
@@ -173,8 +173,16 @@ def _shard_of(record: Any) -> Shard | None:
     return shard
 
 
+def _list_of(what: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"{what} is {type(value).__name__}, not a list")
+    return value
+
+
 def _cell_of(record: Any, target: str, provenance: Provenance) -> Cell:
     """A report's cell read back; a ValueError of its names the cell."""
+    if not isinstance(record, dict):
+        raise TypeError(f"a cell is {type(record).__name__}, not an object")
     try:
         return cell_from_json(record, target, provenance)
     except ValueError as error:
@@ -211,6 +219,19 @@ def possible_times(values: Sequence[Any]) -> bool:
     except OverflowError:  # finite times whose sum is not: each is looked at below
         pass
     return all(type(v) in _NUMBER_TYPES and 0 < v < math.inf for v in values)
+
+
+def _duration(what: str, value: Any) -> float:
+    """A span of wall time read back (a cell's seconds, a run's wall): a finite number, 0 or
+    more; ValueError naming it otherwise."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
+        raise ValueError(f"impossible time: {what} is {value!r}")
+    return float(value)
+
+
+def _duration_or_none(what: str, value: Any) -> float | None:
+    return None if value is None else _duration(what, value)
 
 
 def _positive_time(what: str, value: Any) -> None:

@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
+from harness.model.files import Unreadable, read_bounded
 from harness.model.spec import Math, RequireAny, RequireArch, Requirement
 
 # sm_<major><minor>, then "a" (arch-specific: that CC exactly) or "f" (family-specific: the CCs
 # of its major family from its own on, such as sm_100f on CC 10.0 and 10.3), or plain.
-SASS_PATTERN = re.compile(r"^sm_(\d+)(\d)([af]?)$")
+SASS_PATTERN = re.compile(r"^sm_([0-9]+)([0-9])([af]?)$")
 
 
 class Tool(enum.Enum):
@@ -31,6 +32,9 @@ class Tool(enum.Enum):
     RACECHECK = "racecheck"  # shared memory hazards
     SYNCCHECK = "synccheck"  # barriers that not every thread reaches, bad masks
     INITCHECK = "initcheck"  # reads of global memory nothing wrote
+
+
+MATRIX_MOST_BYTES = 1 << 20  # a matrix is a page of YAML
 
 
 class MatrixError(Exception):
@@ -328,11 +332,11 @@ def _refuse_aliases(path: Path, text: str) -> None:
 def load_matrix(path: Path) -> Matrix:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_bounded(path, MATRIX_MOST_BYTES).decode()
         _refuse_aliases(path, text)
         root = yaml.compose(text)
-    except OSError as error:
-        raise MatrixError(f"{path}: cannot read: {error.strerror}") from error
+    except Unreadable as error:
+        raise MatrixError(str(error)) from error
     except UnicodeDecodeError as error:
         raise MatrixError(
             f"{path}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset "
@@ -356,7 +360,7 @@ def load_matrix(path: Path) -> Matrix:
     toolkits = {}
     for version, node in reader.entries(top["toolkits"], "toolkits").items():
         fields = reader.mapping(node, f"toolkits.{version}", {"wheels", "base_image"})
-        if not re.fullmatch(r"\d+\.\d+", version):
+        if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
             raise reader.fail(node, f"toolkits: version {version!r} is not MAJOR.MINOR")
         toolkits[version] = Toolkit(
             version=version,
@@ -461,7 +465,7 @@ def _ab(reader: _Reader, node: yaml.Node) -> ABSettings:
 def _container(reader: _Reader, node: yaml.Node) -> ContainerLimits:
     fields = reader.mapping(node, "container", {"pids_limit", "memory"})
     memory = reader.scalar(fields["memory"], "container.memory", str)
-    if not re.fullmatch(r"\d+[kmg]?", memory):
+    if not re.fullmatch(r"[0-9]+[kmg]?", memory):
         raise reader.fail(fields["memory"], f"container.memory: {_quoted(memory)} is not like 32g")
     return ContainerLimits(
         pids=reader.scalar(fields["pids_limit"], "container.pids_limit", int), memory=memory

@@ -49,6 +49,10 @@ class NothingToRun(UsageError):
     """The kernel trees and -k select no kernel: an error, as pytest's "no tests collected"."""
 
 
+class NotAFolder(UsageError):
+    """--reports or --cache names a file, not a folder."""
+
+
 @dataclass(frozen=True)
 class RunContext:
     """One run over one target, as every stage reads it."""
@@ -111,6 +115,9 @@ def open_run(
     error makes nothing: no report, no folder), then its cache and reports folders made and its
     specs' confinement decided."""
     folders = check_selection(options.kernels_roots, options.select)
+    for option, folder in (("--reports", options.reports_dir), ("--cache", options.cache_dir)):
+        if folder.exists() and not folder.is_dir():
+            raise NotAFolder(f"{option} {folder}: not a folder")
     shard_times = None
     if options.shard is not None:
         target = options.target.name

@@ -70,7 +70,7 @@ def this_shard(context: RunContext, loaded: Loaded) -> Loaded:
         return loaded
     broken = sorted({cell.classname for cell in loaded.cells})
     weights = sharding.weights_of(loaded.kernels, broken, times.seconds)
-    planned = sharding.plan(request, weights, times.said)
+    planned = sharding.plan(request, weights, sharding.weighed_by(times, loaded.kernels))
     return Loaded(
         [kernel for kernel in loaded.kernels if planned.has(kernel.classname)],
         [cell for cell in loaded.cells if planned.has(cell.classname)],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import statistics
 import zlib
@@ -26,12 +27,15 @@ from harness.model.cell import Shard
 from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel
 from harness.model.errors import ReportError, UsageError
+from harness.model.files import Unreadable, open_regular
+from harness.model.matrix import MOST_SHARDS
 from harness.model.outcome import CellKind
 from harness.report.history import HistoryError, recent_reports
 from harness.run.schedule import balanced_parts, estimate
 
 # The runs of a history that weigh a case: the newest, so a kernel's times follow its code.
 HISTORY_RUNS = 5
+TIMES_MOST_BYTES = 256 << 20  # a JSON of times: a full run's report is a few MB
 SQLITE_MAGIC = b"SQLite format 3\0"
 
 
@@ -49,9 +53,14 @@ class ShardRequest:
 
     @classmethod
     def parse(cls, text: str, times: tuple[Path, ...] = ()) -> ShardRequest:
-        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text)
         if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
             raise ShardError(f"--shard {text!r}: expected i/N with 1 <= i <= N, like 2/4")
+        if int(match.group(2)) > MOST_SHARDS:
+            raise ShardError(
+                f"--shard {text!r}: at most {MOST_SHARDS} shards, as in matrix.yaml (GitHub "
+                "Actions runs at most that many jobs of one matrix)"
+            )
         return cls(int(match.group(1)), int(match.group(2)), times)
 
 
@@ -97,15 +106,20 @@ def default_sources(reports: Path, target: str) -> tuple[Path, ...]:
 
 def _runs_of(path: Path, target: str) -> list[dict[str, float]]:
     try:
-        with path.open("rb") as opened:
-            is_history = opened.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+        with open_regular(path) as opened:
+            text = opened.read(len(SQLITE_MAGIC))
+            if text == SQLITE_MAGIC:  # a history: SQLite reads what it needs of it
+                return _history_runs(path, target)
+            text += opened.read(TIMES_MOST_BYTES + 1 - len(text))
+    except Unreadable as error:
+        raise ShardError(f"--times {error}") from error
     except OSError as error:
         raise ShardError(f"--times {path}: cannot be read ({error.strerror})") from error
-    if is_history:
-        return _history_runs(path, target)
+    if len(text) > TIMES_MOST_BYTES:
+        raise ShardError(f"--times {path}: larger than {TIMES_MOST_BYTES >> 20} MiB")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as error:
         raise ShardError(f"--times {path}: cannot be read as JSON ({error})") from error
     if isinstance(data, dict) and "cells" in data and "schema_version" in data:
         return [_case_times(data, path)]
@@ -113,6 +127,9 @@ def _runs_of(path: Path, target: str) -> list[dict[str, float]]:
         isinstance(key, str) and isinstance(value, int | float) and not isinstance(value, bool)
         for key, value in data.items()
     ):
+        for key, value in data.items():
+            if not math.isfinite(value) or value < 0:
+                raise ShardError(f"--times {path}: {key!r} is {value!r} s, not a time")
         return [{key: float(value) for key, value in data.items()}]
     raise ShardError(
         f"--times {path}: neither a report's JSON, a history database, nor an object of seconds "
@@ -170,6 +187,16 @@ def weights_of(
             total += seen if seen is not None else guess.host_s + guess.turn_s
         weights[kernel.classname] = total
     return weights
+
+
+def weighed_by(times: Times, kernels: list[Kernel]) -> str:
+    """What a plan's weights came from: the times' source, or case sizes where the times name
+    none of `kernels` (times of another project)."""
+    keys = {k.classname for k in kernels}
+    keys |= {f"{k.classname}::{case.name}" for k in kernels for case in k.declared.cases}
+    if times.seconds and keys.isdisjoint(times.seconds):
+        return f"case sizes ({times.said} names none of these kernels)"
+    return times.said
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.model.cell import Cell, Provenance, Report, column_of
 from harness.model.codec import cell_from_json, possible_times
+from harness.model.files import kind_of
 from harness.model.outcome import CellKind
 from harness.report.merge import ReportSet
 from harness.report.verdict import (
@@ -130,7 +131,7 @@ def open_history(path: Path) -> tuple[History, str | None]:
         raise HistoryError(f"{path}: cannot be looked at ({error.strerror})") from error
     if found is not None and not stat.S_ISREG(found.st_mode):
         raise HistoryError(
-            f"{path}: not a history file but {_kind_of(found.st_mode)}; --db names the file "
+            f"{path}: not a history file but {kind_of(found.st_mode)}; --db names the file "
             "the history is kept in"
         )
     try:
@@ -165,20 +166,6 @@ def recent_reports(path: Path, target: str, count: int) -> list[bytes]:
     finally:
         db.close()
     return [row[0] for row in rows]
-
-
-def _kind_of(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISLNK, "a symbolic link"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
 
 
 class History:

@@ -25,8 +25,11 @@ from xml.parsers import expat
 from harness.model.cell import Cell, Report
 from harness.model.codec import report_from_json
 from harness.model.errors import ReportError
+from harness.model.files import Unreadable, open_regular, read_bounded
 from harness.model.outcome import CellKind, Outcome
 from harness.report import junit, store
+
+REPORT_MOST_BYTES = 4 << 30  # a report's JSON: a bound far above any run's
 
 
 @dataclass
@@ -132,9 +135,19 @@ def shard_problems(reports: list[Report]) -> list[str]:
             kind = report.suite.split(".")[0]
             key = (kind, report.target, report.provenance.runner, report.shard.count)
             runs.setdefault(key, []).append(report)
+    whole = {
+        (report.suite.split(".")[0], report.target, report.provenance.runner)
+        for report in reports
+        if report.shard is None
+    }
     found = []
-    for (_, target, runner, count), shards in runs.items():
+    for (kind, target, runner, count), shards in runs.items():
         where = f"{target}@{runner}"
+        if (kind, target, runner) in whole:
+            found.append(
+                f"{where}: a full report and {len(shards)} of its {count} shards: their cells "
+                "are counted twice; publish the one or the shards"
+            )
         indices = {report.shard.index for report in shards if report.shard}
         for index in range(1, count + 1):
             if index not in indices:
@@ -173,13 +186,17 @@ def _read_report(xml_file: Path) -> tuple[Report, str | None, bytes]:
     those bytes: then it is what the harness rendered of this very JSON, and agrees with it
     without being parsed; and the JSON's bytes."""
     json_file = xml_file.with_suffix(".json")
+    if not json_file.exists():
+        raise ReportError(f"{xml_file}: its JSON {json_file.name} is missing")
     try:
-        text = json_file.read_bytes()
+        text = read_bounded(json_file, REPORT_MOST_BYTES)
         data = json.loads(text)
-    except OSError as error:
-        raise ReportError(f"{xml_file}: its JSON {json_file.name} is missing") from error
+    except Unreadable as error:
+        raise ReportError(str(error)) from error
     except ValueError as error:
         raise ReportError(f"{json_file}: not valid JSON ({error})") from error
+    except RecursionError:
+        raise ReportError(f"{json_file}: not a report (nested deeper than JSON is read)") from None
     report = report_from_json(data, json_file)
     named = data.get(store.XML_DIGEST)
     said = data.get(store.OUTCOMES_DIGEST)
@@ -258,8 +275,10 @@ def _xml_outcomes(xml_file: Path) -> dict[tuple[str, str], Outcome]:
     parser = expat.ParserCreate()
     parser.StartElementHandler = start
     try:
-        with xml_file.open("rb") as stream:
+        with open_regular(xml_file) as stream:
             parser.ParseFile(stream)
+    except Unreadable as error:
+        raise ReportError(str(error)) from error
     except (OSError, expat.ExpatError) as error:
         raise ReportError(f"{xml_file}: not readable JUnit XML ({error})") from error
     if suites != 1:
