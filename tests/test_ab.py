@@ -170,6 +170,10 @@ def test_a_base_that_names_no_commit_is_refused_or_with_no_base_ok_judges_every_
     assert "--base: 'no-such-ref-anywhere' is not a commit" in refused and "--no-base-ok" in refused
     assert (reports / "junit-sm_90a.json").read_bytes() == kept
 
+    empty = ["ab", "sm_90a", "--base", "", *args[4:]]  # a first commit's parent, as CI says it
+    assert main(empty) == 2 and "--no-base-ok" in capsys.readouterr().err
+    assert main([*empty, "--no-base-ok"]) == 0
+    capsys.readouterr()
     assert main([*args, "--no-base-ok"]) == 0
 
     said = capsys.readouterr().out

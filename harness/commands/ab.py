@@ -37,19 +37,19 @@ def base_tree(args: argparse.Namespace, options: RunOptions) -> BaseTree | Unava
 
 def main(args: argparse.Namespace) -> int:
     """`ab <target> --base REF`: the A/B of the changed kernels, written into the report."""
-    if not args.base and not args.base_tree:
+    if args.base is None and not args.base_tree:
         raise environment.Unusable("ab: name the base: --base REF, or --base-tree DIR")
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
     options = environment.run_options(args, target)
     head = head_report(options)
+    nvcc = environment.toolchain()
+    gpus = environment.devices(matrix)
+    context = open_run(matrix, options, nvcc, gpus)  # the kernels selected before a base is written
     base = base_tree(args, options)
     if isinstance(base, Unavailable):
         print(f"ab: no base to compare with ({base.why}): every kernel is judged NEW")
     else:
         print(f"ab: {target.name} against {base.commit} ({base.folder})")
-    nvcc = environment.toolchain()
-    gpus = environment.devices(matrix)
-    context = open_run(matrix, options, nvcc, gpus)
     found = compare_and_record(context, head, base, args.all)
     counts = Counter(ab.judgement.value for ab in found.values())
     for line in unmeasured_lines(found):
