@@ -151,7 +151,7 @@ def test_broken_yaml_names_the_line(tmp_path):
 
 
 def test_a_missing_file_is_named(tmp_path):
-    with pytest.raises(MatrixError, match=r"nowhere\.yaml: cannot read"):
+    with pytest.raises(MatrixError, match=r"nowhere\.yaml: cannot be read"):
         load_matrix(tmp_path / "nowhere.yaml")
 
 

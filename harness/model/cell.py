@@ -156,6 +156,8 @@ class Judgement(enum.Enum):
 
 
 _MEASURED = frozenset((Judgement.SAME, Judgement.FASTER, Judgement.SLOWER, Judgement.AMBIGUOUS))
+# What an A/B can say, in the order it is counted (a verdict's are in harness.report.verdict)
+AB_JUDGEMENTS = tuple(j for j in Judgement if j is not Judgement.GPU_SHARED)
 
 
 @dataclass(frozen=True)

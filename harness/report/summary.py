@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from harness.model.cell import ABComparison, Cell, Judgement, Report
+from harness.model.cell import AB_JUDGEMENTS, ABComparison, Cell, Judgement, Report
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.model.text import shown_controls
 from harness.report.merge import ReportSet
@@ -243,7 +243,7 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
         )
     for base, compared in sorted(_ab_bases(report_set.cells).items()):
         found = Counter(ab.judgement for _, ab in compared)
-        said = ", ".join(f"{found.get(j, 0)} {j.value}" for j in Judgement)
+        said = ", ".join(f"{found.get(j, 0)} {j.value}" for j in AB_JUDGEMENTS)
         lines.append(f"A/B against {_md(base[:10])}: {said}")
     return lines
 

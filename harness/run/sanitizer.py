@@ -24,7 +24,7 @@ from harness.model.cell import Cell, Provenance, SanitizerFindings
 from harness.model.codec import cell_from_json
 from harness.model.errors import Broken, CellError, KernelFailed, Skip, Unavailable
 from harness.model.matrix import Tool
-from harness.model.outcome import Outcome
+from harness.model.outcome import Outcome, SkipReason
 from harness.model.text import bounded
 from harness.processes import Finished, describe_exit
 
@@ -171,6 +171,14 @@ class Diagnosis:
     @property
     def outcome(self) -> Outcome:
         return self.error.outcome if self.error is not None else Outcome.PASSED
+
+    @property
+    def message(self) -> str:
+        return str(self.error) if self.error is not None else ""
+
+    @property
+    def skip_reason(self) -> SkipReason | None:
+        return self.error.skip_reason if self.error is not None else None
 
 
 def diagnose(
