@@ -61,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         help="what balances the shards (repeatable: the median of them): a report's JSON, a "
         "history database (its last runs of the target), or seconds by chapter.kernel[::case]",
     )
+    test.add_argument(
+        "--history",
+        type=Path,
+        help="also keep the finished run in this history database, under its commit, as "
+        "`report` keeps it (a GPU box's trend without a `report` step)",
+    )
     sanitize = commands.add_parser(
         "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"
     )

@@ -23,10 +23,10 @@ from harness.model.cell import ABComparison, Cell, Judgement, Provenance, Shard
 from harness.model.codec import cell_json
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
-from harness.pipeline.context import RunOptions
+from harness.pipeline.context import HistoryUnusable, RunOptions
 from harness.pipeline.stages import run_target
 from harness.report import store
-from harness.report.history import History
+from harness.report.history import History, HistorySink, recent_reports
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
@@ -892,3 +892,50 @@ def test_a_full_report_beside_a_shard_of_its_column_is_named(tmp_path):
     runner = report.provenance.runner
     twice = f"sm_90a@{runner}: a full report and 1 of its 2 shards: their cells are counted twice"
     assert any(p.startswith(twice) for p in merged.shard_problems), merged.shard_problems
+
+
+def test_a_run_with_history_keeps_its_finished_report_there_as_report_would(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    db = tmp_path / "history.sqlite"
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        tmp_path / "reports",
+        compile_cache,
+        select="scale_bias",
+        commit="abc1234",
+        history=db,
+    )
+    for _ in range(2):  # the same commit's run again replaces it
+        report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    history = History(db)
+    runs = history.db.execute("SELECT commit_id, suite, target FROM runs").fetchall()
+    cells = history.db.execute("SELECT count(*) FROM cells").fetchone()[0]
+    history.close()
+    assert runs == [("abc1234", report.suite, "sm_90a")]
+    assert cells == len(report.cells) > 0
+    (kept,) = recent_reports(db, "sm_90a", 5)
+    assert json.loads(zlib.decompress(kept))["suite"] == report.suite
+
+
+def test_history_without_a_commit_is_refused_before_anything_is_written(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        tmp_path / "reports",
+        compile_cache,
+        history=tmp_path / "history.sqlite",
+    )
+    with pytest.raises(HistoryUnusable, match="the run's commit is unknown"):
+        run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unfinished_run_is_not_kept_in_the_history(tmp_path):
+    report = read_report(KEPT[0])
+    report.finished = False
+    HistorySink(tmp_path / "history.sqlite", "abc1234").end(report)
+    assert not (tmp_path / "history.sqlite").exists()

@@ -101,6 +101,7 @@ def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
         commit=current_commit(project_root()),
         shard=_shard(args),
         root=project_root(),
+        history=getattr(args, "history", None),
     )
 
 

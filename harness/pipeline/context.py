@@ -23,6 +23,7 @@ from harness.model.outcome import SkipReason
 from harness.model.provenance import runner_name
 from harness.pipeline.cells import compile_cell_of
 from harness.pipeline.sharding import ShardRequest, Times, default_sources, times_of
+from harness.report.history import History, HistoryError
 from harness.run.device import DeviceInfo
 from harness.sandbox import Confinement, for_specs, unavailable
 
@@ -43,6 +44,7 @@ class RunOptions:
     commit: str | None = None  # the project's commit the run is of
     shard: ShardRequest | None = None  # test --shard i/N: this part of the kernels only
     root: Path | None = None  # the project: reports name kernel sources relative to it
+    history: Path | None = None  # test --history DB: the finished run is kept there too
 
 
 class NothingToRun(UsageError):
@@ -123,6 +125,8 @@ def open_run(
         target = options.target.name
         sources = options.shard.times or default_sources(options.reports_dir, target)
         shard_times = times_of(sources, target)
+    if options.history is not None:  # last: it makes the database where there is none
+        _check_history(options)
     gpus = devices if isinstance(devices, Unavailable) else tuple(devices)
     first = gpus if isinstance(gpus, Unavailable) else gpus[0]
     provenance = run_provenance(runner_name(options.runner), options.commit, toolchain, first)
@@ -137,6 +141,25 @@ def open_run(
         sanitizer=sanitizer,
         shard_times=shard_times,
     )
+
+
+class HistoryUnusable(UsageError):
+    """test --history names a database the run could not keep its report in."""
+
+
+def _check_history(options: RunOptions) -> None:
+    """That the run's report can be kept where --history says, under its commit, before the
+    run begins."""
+    assert options.history is not None
+    if not options.commit:
+        raise HistoryUnusable(
+            f"--history {options.history}: the run's commit is unknown (no git checkout here, "
+            "and no $MATRIX_COMMIT): a history keeps runs by commit"
+        )
+    try:
+        History(options.history).close()
+    except HistoryError as error:
+        raise HistoryUnusable(f"--history {error}") from error
 
 
 def check_selection(roots: tuple[Path, ...], select: str) -> list[KernelFolder]:

@@ -1,9 +1,9 @@
 """Where a run's cells go: into its report, and from there to every sink (harness.report.store's
-LiveReport writes the JSON and JUnit files, console.ProgressLines the lines a person watches).
+LiveReport writes the JSON and JUnit files, console.ProgressLines the lines a person watches,
+harness.report.history's HistorySink keeps the finished run for `test --history`).
 
 A stage adds the cells it settled; it never writes a file or prints a cell itself, so a new
-output is a new sink, not an edit of the stages. History is not a sink of a run: `report` records
-the merged reports of every target (harness.report.history)."""
+output is a new sink, not an edit of the stages."""
 
 from __future__ import annotations
 

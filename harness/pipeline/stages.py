@@ -46,6 +46,7 @@ from harness.pipeline.running import (
 )
 from harness.pipeline.sanitizing import sanitize_kernels, sanitizer_cells
 from harness.report import store
+from harness.report.history import HistorySink
 from harness.run.device import DeviceInfo
 from harness.run.schedule import ExpectedTime, expected_time
 
@@ -146,6 +147,8 @@ def run_pipeline(
             # and compile stages, and it takes the first kernel to run.
             gpus = start_workers(up, context, workers or Workers()) if Stage.RUN in stages else {}
             sinks: list[Sink] = [store.LiveReport(files), ProgressLines()]
+            if options.history is not None and options.commit:
+                sinks.append(HistorySink(options.history, options.commit))
             results = Results(_new_report(context, pipeline), sinks)
             print(sandbox_said(context.confinement), flush=True)
             builds = _load_and_compile(context, pipeline, results)

@@ -14,11 +14,14 @@ import os
 import sqlite3
 import stat
 import sys
+import zlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.model import codec
 from harness.model.cell import Cell, Provenance, Report, column_of
 from harness.model.codec import cell_from_json, possible_times
 from harness.model.files import kind_of
@@ -168,6 +171,39 @@ def recent_reports(path: Path, target: str, count: int) -> list[bytes]:
     return [row[0] for row in rows]
 
 
+class HistorySink:
+    """A run's report kept in a history as the run ends (`test --history DB`), under the
+    commit the run is of, as `report` would keep it: a sink of the run (harness.pipeline.results).
+    An unfinished run is not kept: its missing cells would read as cells that never ran."""
+
+    def __init__(self, path: Path, commit: str):
+        self.path, self.commit = path, commit
+
+    def begin(self, report: Report) -> None:
+        pass
+
+    def expect(self, cells: int, seconds: float) -> None:
+        pass
+
+    def added(self, report: Report, cells: Sequence[Cell]) -> None:
+        pass  # kept whole, once: a history holds finished runs
+
+    def end(self, report: Report) -> None:
+        if not report.finished:
+            return
+        try:
+            history = History(self.path)
+        except HistoryError as error:  # the run stands; only its keeping failed: said
+            print(f"history: {error}: this run is not kept there", file=sys.stderr)
+            return
+        try:
+            history.record_report(report, self.commit)
+        except sqlite3.DatabaseError as error:
+            print(f"history: {self.path}: {error}: this run is not kept there", file=sys.stderr)
+        finally:
+            history.close()
+
+
 class History:
     def __init__(self, path: Path):
         try:
@@ -209,33 +245,43 @@ class History:
     def record(self, report_set: ReportSet, commit: str) -> None:
         """Store each suite of the set under `commit`, with the JSON it was read from;
         recording the same again replaces it."""
-        kept = report_set.compressed_json
         with self.db:
-            for report, report_json in zip(report_set.reports, kept, strict=True):
-                self.db.execute(
-                    "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
-                )
-                provenance = report.provenance
-                run_id = self.db.execute(
-                    "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit, "
-                    "report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        commit,
-                        report.suite,
-                        report.target,
-                        provenance.runner,
-                        provenance.device or "none",
-                        provenance.driver,
-                        provenance.toolkit,
-                        report_json,
-                    ),
-                ).lastrowid
-                self.db.executemany(
-                    "INSERT INTO cells (run_id, classname, name, outcome, median_us, noise_pct, "
-                    "samples_us, shared_gpu, code_identity, binary_sha256) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [_row_of(run_id, cell) for cell in report.cells],
-                )
+            for report, report_json in zip(
+                report_set.reports, report_set.compressed_json, strict=True
+            ):
+                self._record(report, report_json, commit)
+
+    def record_report(self, report: Report, commit: str) -> None:
+        """Store one run's report under `commit`, as `record` would store it read back."""
+        text = json.dumps(codec.report_json(report)).encode()
+        with self.db:
+            self._record(report, zlib.compress(text, 1), commit)
+
+    def _record(self, report: Report, report_json: bytes, commit: str) -> None:
+        self.db.execute(
+            "DELETE FROM runs WHERE commit_id = ? AND suite = ?", (commit, report.suite)
+        )
+        provenance = report.provenance
+        run_id = self.db.execute(
+            "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit, "
+            "report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                commit,
+                report.suite,
+                report.target,
+                provenance.runner,
+                provenance.device or "none",
+                provenance.driver,
+                provenance.toolkit,
+                report_json,
+            ),
+        ).lastrowid
+        self.db.executemany(
+            "INSERT INTO cells (run_id, classname, name, outcome, median_us, noise_pct, "
+            "samples_us, shared_gpu, code_identity, binary_sha256) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [_row_of(run_id, cell) for cell in report.cells],
+        )
 
     def commits(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT DISTINCT commit_id FROM runs")]
