@@ -4,15 +4,18 @@ tests/test_on_gpu.py's."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness.__main__ import main
 from harness.compile.toolchain import Toolchain
+from harness.model import revision
 from harness.model.cell import Judgement, Report
 from harness.model.codec import report_from_json
 from harness.model.errors import Unavailable
@@ -58,7 +61,12 @@ def _head_report(matrix, toolchain, cache, kernels: Path, reports: Path) -> Repo
     return report
 
 
-def test_the_base_is_written_out_of_git_and_a_ref_that_names_nothing_says_so(tmp_path):
+@pytest.mark.parametrize("python", ["with tarfile's data filter", "3.11.2, without it"])
+def test_the_base_is_written_out_of_git_and_a_ref_that_names_nothing_says_so(
+    tmp_path, monkeypatch, python
+):
+    if python.startswith("3.11.2"):  # Debian 12's Python: extractall has no filter=
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
     project = tmp_path / "project"
     _tree(project / "kernels")
     _git(project, "init", "-q")
@@ -79,6 +87,24 @@ def test_the_base_is_written_out_of_git_and_a_ref_that_names_nothing_says_so(tmp
     assert isinstance(outside, Unavailable) and "outside the project" in outside.why
     missing = resolve_commit(project, "no-such-branch")
     assert isinstance(missing, Unavailable) and "'no-such-branch' is not a commit" in missing.why
+
+
+@pytest.mark.parametrize(
+    ("name", "link"), [("k/evil.h", "../../../etc/passwd"), ("k/abs.h", "/etc/passwd")]
+)
+def test_a_base_archive_with_a_link_out_of_its_folder_is_refused_without_the_filter(
+    tmp_path, monkeypatch, name, link
+):
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        member = tarfile.TarInfo(name)
+        member.type, member.linkname = tarfile.SYMTYPE, link
+        tar.addfile(member)
+    archive.seek(0)
+    with tarfile.open(fileobj=archive) as tar, pytest.raises(ValueError, match="points out"):
+        revision._extract_inside(tar, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_each_case_is_identical_new_or_not_run_with_why(matrix, toolchain, compile_cache, tmp_path):
