@@ -107,7 +107,7 @@ class Case:
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
-    # None: CONTRACT.md's default for each output's dtype; a Tolerance: every output's; a
+    # None: docs/CONTRACT.md's default for each output's dtype; a Tolerance: every output's; a
     # mapping: by output name, an output it does not name at its dtype's default
     tolerance: Tolerance | Mapping[str, Tolerance] | None = None
     # macros of this case's build, over the kernel's own (BuildOptions.defines): the kernel is

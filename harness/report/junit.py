@@ -176,7 +176,7 @@ def properties_of(cell: Cell) -> dict[str, str]:
         "driver": provenance.driver or "none",
         "toolkit": provenance.toolkit or "none",
         "commit": provenance.commit or "unknown",
-        "binary": cell.loaded_as or "none",  # CONTRACT.md's name for it
+        "binary": cell.loaded_as or "none",  # docs/CONTRACT.md's name for it
     }
     if cell.seed is not None:
         shown["seed"] = str(cell.seed)

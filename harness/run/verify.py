@@ -1,4 +1,4 @@
-"""Compares a kernel's outputs with its reference, with CONTRACT.md's tolerances by dtype.
+"""Compares a kernel's outputs with its reference, with docs/CONTRACT.md's tolerances by dtype.
 
 Outputs run to hundreds of MB, so the check that passes is the fast one: the arrays are split
 into pieces small enough to stay in a core's cache while each takes its few passes, the pieces go

@@ -30,8 +30,8 @@ THREADS = 256  # kThreads in the .cu; a multiple of 32
 GROUPS = 8  # kGroups in the .cu: 32-element groups per warp (tile)
 # Inputs are uniform in [-1, 1), so a warp's sum of |x| is at most 32. Both reductions add in five
 # levels (the butterfly's, cg::reduce's tree), each rounding once, so the float32 sum is within
-# 5 * 2^-24 * 32 < 1e-5 of the exact one: CONTRACT's atol of 1e-4 covers it, including sums that
-# cancel to near zero.
+# 5 * 2^-24 * 32 < 1e-5 of the exact one: docs/CONTRACT.md's atol of 1e-4 covers it, including
+# sums that cancel to near zero.
 TOLERANCE = Tolerance(rtol=1e-4, atol=1e-4)
 
 CASES = (

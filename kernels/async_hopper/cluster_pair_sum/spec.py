@@ -47,7 +47,7 @@ def _tolerance(chunk: int) -> Tolerance:
     # bounded by (longest chain of dependent adds) * eps. A chain is one thread's sequential
     # float4 lane (chunk / (4 * THREADS) adds), its 2 lane-combining adds, 2 * 5 shuffle levels,
     # the scalar tail (<= 1) and the final pair add. For every case here the bound is below
-    # 1e-5; rtol stays at CONTRACT's 1e-4 and only grows if a long chunk ever needs it.
+    # 1e-5; rtol stays at docs/CONTRACT.md's 1e-4 and only grows if a long chunk ever needs it.
     chain = chunk // (4 * THREADS) + 2 + 10 + 1 + 1
     rtol = max(1e-4, 4.0 * chain * FLOAT32_EPS)
     return Tolerance(rtol=rtol, atol=1e-4)

@@ -47,7 +47,7 @@ def _tolerance(chunk: int, block: int) -> Tolerance:
     # The chain: one thread's float4 lane (chunk / (4 * block) adds), 2 lane-combining adds,
     # the scalar tail (<= 1), log2(block) - 6 tree steps, 1 add of the pair, 5 shuffle levels.
     # At chunk = 16384 and block = 128 that is 32 + 2 + 1 + 1 + 1 + 5 = 42 adds, about 5e-6:
-    # CONTRACT's 1e-4 holds with a 20x margin; it would only grow for much longer chunks.
+    # docs/CONTRACT.md's 1e-4 holds with a 20x margin; it would only grow for much longer chunks.
     chain = chunk // (4 * block) + 2 + 1 + max(0, block.bit_length() - 1 - 6) + 1 + 5
     return Tolerance(rtol=max(1e-4, 2.0 * chain * FLOAT32_EPS), atol=1e-4)
 

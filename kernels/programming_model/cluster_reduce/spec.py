@@ -54,7 +54,7 @@ def _tolerance(chunk: int, cluster: int) -> Tolerance:
     # one thread's float4 lane (chunk / (4 * THREADS) adds), the two lane-combining adds, the
     # scalar tail (1), 5 + 5 shuffle levels in the block, then the gather: ceil(S / 32) adds
     # per lane and 5 shuffle levels. For chunk = 16384 that is 34 * eps ~ 4e-6, well under
-    # CONTRACT's 1e-4, which is kept unless a longer chunk ever needs more.
+    # docs/CONTRACT.md's 1e-4, which is kept unless a longer chunk ever needs more.
     depth = chunk // (4 * THREADS) + 2 + 1 + 10 + math.ceil(cluster / 32) + 5
     return Tolerance(rtol=max(1e-4, 2.0 * depth * FLOAT32_EPS), atol=1e-4)
 

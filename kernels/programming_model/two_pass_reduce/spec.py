@@ -47,7 +47,7 @@ def _tolerance(n: int) -> Tolerance:
     # thread's float4 lane, at most ceil(n / (4 * 256 * MIN_BLOCKS)) adds since G >= MIN_BLOCKS
     # or G covers n in one float4 per thread, then 2 lane adds, 1 tail add and 5 + 5 shuffle
     # levels; pass 2 adds at most 1 + 2 + 1 + 5 + 5 more (G <= 4 * 1024 partials). At n = 64M
-    # the chain is 256 + 13 + 14 = 283 adds: 3.4e-5, inside CONTRACT's 1e-4. The bound is
+    # the chain is 256 + 13 + 14 = 283 adds: 3.4e-5, inside docs/CONTRACT.md's 1e-4. The bound is
     # doubled for margin and rtol never drops below 1e-4.
     lane = ceil_div(n, 4 * THREADS_PASS1 * MIN_BLOCKS)
     chain = lane + 2 + 1 + 10 + (1 + 2 + 1 + 10)
