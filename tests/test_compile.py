@@ -928,9 +928,9 @@ def test_a_failed_build_of_case_macros_fails_its_own_cases_only(
 
 
 def test_compiling_says_how_many_builds_are_done_at_most_once_a_second(matrix, capsys):
-    from harness.pipeline.compiling import CompileProgress
+    from harness.pipeline.console import CountProgress
 
-    progress = CompileProgress(matrix.targets["sm_90a"], 3)
+    progress = CountProgress("compile sm_90a", "builds", "nvcc running", 3)
     progress(1, 3)  # within the second: not said
     progress.said -= 2  # as if two seconds passed
     progress(2, 3)

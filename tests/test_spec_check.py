@@ -285,3 +285,21 @@ def test_a_setup_that_hangs_or_exits_in_its_check_names_its_spec_and_no_other(
     found = check_kernels(kernels, {}, matrix.targets["sm_90a"], timeout_s=1.5)
     assert found["planted.setup_raises"] == dict.fromkeys(["n1000", "n1"], f"{broken}: {said}")
     assert found["planted.sound"] == {"n1000": None, "n1": None}
+
+
+def test_the_cpu_check_says_how_far_it_is_as_it_goes(
+    matrix, toolchain, compile_cache, tmp_path, capsys
+):
+    """Off a terminal (CI's logs) a check of many specs would otherwise print nothing for a
+    minute between the compile's last line and the summary."""
+    from harness.pipeline.stages import check_target
+
+    options = RunOptions(
+        matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path, compile_cache, select="reduce"
+    )
+    result = check_target(matrix, options, toolchain)
+    kernels = len({cell.classname for cell in result.cells})
+    said = capsys.readouterr().out.splitlines()
+    assert f"check sm_90a: {kernels} kernels, their cases checked on the CPU ..." in said
+    assert any(line.startswith(f"check sm_90a: {kernels}/{kernels} kernels, ") for line in said)
+    assert kernels > 1

@@ -66,13 +66,15 @@ def in_spec_children(
     timeout_s: float,
     doing: str = "importing it",
     confinement: Confinement | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[Path, Any]:
     """`work(spec_file, argument)` for each job, each in a child of that spec's own, at most a
     core's worth at once: what it returned (JSON), or a SpecError naming the spec file where
     it raised one, raised anything else, exited, hung past `timeout_s` or left a thread
     running; `doing` says what the child was doing in those messages. `work` must be a module's
     function (the child imports it by name), its argument and result plain JSON. Each child
-    confines itself to `confinement` before it imports the spec (None: not confined)."""
+    confines itself to `confinement` before it imports the spec (None: not confined);
+    `progress(done, total)` is told as each child ends."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
     parallel = max(1, os.cpu_count() or 1)
@@ -97,6 +99,8 @@ def in_spec_children(
                 if result is not _PENDING:
                     found[child.spec_file] = result
                     running.remove(child)
+                    if progress is not None:
+                        progress(len(found), len(jobs))
     finally:
         for child in running:
             child.kill()

@@ -13,6 +13,7 @@ from harness.model.errors import Skip, SpecError
 from harness.model.outcome import CellKind
 from harness.pipeline.cells import PlannedCell, settled_cell
 from harness.pipeline.compiling import TargetBuilds
+from harness.pipeline.console import CountProgress
 from harness.pipeline.context import RunContext
 from harness.run.spec_check import check_kernels
 
@@ -32,8 +33,12 @@ def check_on_cpu(
     context: RunContext, not_run: list[NotRunHere], builds: TargetBuilds
 ) -> list[Cell]:
     """A cell for each case of `not_run`, checked on this machine's CPU."""
+    kernels = [each.kernel for each in not_run]
+    said = CountProgress(
+        f"check {context.target.name}", "kernels", "their cases checked on the CPU", len(kernels)
+    )
     findings = check_kernels(
-        [each.kernel for each in not_run],
+        kernels,
         {
             key: build.resources if isinstance(build, Compiled) else None
             for key, build in builds.builds.items()
@@ -41,6 +46,7 @@ def check_on_cpu(
         context.target,
         context.case_timeout_s,
         context.confinement,
+        said,
     )
     cells = []
     for each in not_run:

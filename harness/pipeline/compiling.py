@@ -5,7 +5,6 @@ skipped target-unsupported, so that no cell of the report goes missing."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,9 +14,9 @@ from harness.model.cell import Cell, CompileFacts
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel
 from harness.model.errors import KernelFailed, Skip, Unavailable
-from harness.model.matrix import Target
 from harness.model.outcome import SkipReason
 from harness.pipeline.cells import PlannedCell, compile_cell_of, new_cell, settled_cell
+from harness.pipeline.console import CountProgress
 from harness.pipeline.context import Build, RunContext
 
 BuildKey = tuple[str, tuple[str, ...]]  # a kernel's classname, and the case macros of a build
@@ -94,34 +93,9 @@ def _compile(
         )
         return dict.fromkeys(keys, unknown)
     variants = [(kernel.variant(defines), target) for kernel, defines in pairs]
-    results = Compiler(toolchain, context.options.cache_dir).compile_all(
-        variants, CompileProgress(target, len(variants))
-    )
+    said = CountProgress(f"compile {target.name}", "builds", "nvcc running", len(variants))
+    results = Compiler(toolchain, context.options.cache_dir).compile_all(variants, said)
     return dict(zip(keys, results, strict=True))
-
-
-class CompileProgress:
-    """A line while nvcc works, on a terminal and in CI alike: builds done of all, and the time
-    so far, at most one a second and always the last (a cold build takes tens of seconds)."""
-
-    EVERY_S = 1.0
-
-    def __init__(self, target: Target, total: int) -> None:
-        self.target = target
-        self.started = time.monotonic()
-        self.said = self.started
-        if total:
-            print(f"compile {target.name}: {total} builds, nvcc running ...", flush=True)
-
-    def __call__(self, finished: int, total: int) -> None:
-        now = time.monotonic()
-        if finished < total and now - self.said < self.EVERY_S:
-            return
-        self.said = now
-        print(
-            f"compile {self.target.name}: {finished}/{total} builds, {now - self.started:.1f} s",
-            flush=True,
-        )
 
 
 def _compile_cell(

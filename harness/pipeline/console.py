@@ -53,6 +53,31 @@ class Progress:
             self._live.stop()
 
 
+class CountProgress:
+    """A line while a stage works through its items, on a terminal and in CI alike: items done
+    of all, and the time so far, at most one a second and always the last (a cold compile, or
+    the CPU's check of a target's specs, takes tens of seconds on a small machine)."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, label: str, items: str, doing: str, total: int) -> None:
+        self.label, self.items = label, items
+        self.started = time.monotonic()
+        self.said = self.started
+        if total:
+            print(f"{label}: {total} {items}, {doing} ...", flush=True)
+
+    def __call__(self, finished: int, total: int) -> None:
+        now = time.monotonic()
+        if finished < total and now - self.said < self.EVERY_S:
+            return
+        self.said = now
+        print(
+            f"{self.label}: {finished}/{total} {self.items}, {now - self.started:.1f} s",
+            flush=True,
+        )
+
+
 class ProgressLines:
     """The console's sink (harness.pipeline.results): a Progress over the cells the GPUs are
     expected to settle, from when they are announced to the run's end."""

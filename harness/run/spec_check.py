@@ -87,12 +87,13 @@ def check_kernels(
     target: Target,
     timeout_s: float,
     confinement: Confinement | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, dict[str, str | None]]:
     """Each kernel's cases, by classname and case name: None where the case would launch as
     its spec says, else what is wrong, naming the case and device. A kernel whose child failed
     (its spec hung, exited, or raised outside a case) has that as every case's finding.
     `resources`: the entry points of each build, by classname and case macros (None: no build
-    to hold the entries to)."""
+    to hold the entries to); `progress(done, total)` is told as each kernel's check ends."""
     stand_in = stand_in_for(target)
     jobs = []
     for kernel in kernels:
@@ -109,7 +110,7 @@ def check_kernels(
         jobs.append((kernel.folder / "spec.py", plan))
     per_case = max((len(k.declared.cases) for k in kernels), default=1)
     answers = in_spec_children(
-        jobs, _check, timeout_s * per_case, "checking its cases", confinement
+        jobs, _check, timeout_s * per_case, "checking its cases", confinement, progress
     )
     found: dict[str, dict[str, str | None]] = {}
     for kernel in kernels:
