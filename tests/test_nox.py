@@ -52,11 +52,15 @@ class _Stopped(Exception):
     pass
 
 
-def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
-    session = _Session()
-    head = subprocess.run(
+def _head() -> str:
+    return subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout.strip()
+
+
+def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
+    session = _Session()
+    head = _head()
 
     args = sessions.base_tree_args(session, ROOT, ["--base", "HEAD", "-k", "scale_bias"])
 
@@ -74,9 +78,7 @@ def test_ab_in_a_container_gets_the_base_written_out_of_git_on_the_host():
 
 def test_ab_in_a_container_reads_the_base_written_with_an_equals_sign_too():
     session = _Session()
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout.strip()
+    head = _head()
     args = sessions.base_tree_args(session, ROOT, ["--base=HEAD", "-k", "scale_bias"])
     assert args == [
         "-k",
