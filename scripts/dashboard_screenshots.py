@@ -4,7 +4,7 @@ one regression, taken in headless Chromium.
 The first stored run is docs/reports/h200/reruns/r1 (sm_90a, d6e9040); the second is the kept
 top-level sm_90a report (6a8c3e9) with the planted slowdown's cell (regression/slower) in place
 of scale_bias n67108864_vec4, judged against the first. Every number is a measured one; the
-composite is labelled as such in the README.
+composite is labelled as such in docs/reports.md.
 
     python scripts/dashboard_screenshots.py docs/
 """

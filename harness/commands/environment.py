@@ -46,7 +46,7 @@ def matrix_and_targets(path: Path, names: list[str]) -> tuple[Matrix, list[Targe
     if not Path(path).exists():
         raise Unusable(
             f"{path}: no such file: a project of cuda-matrix has a matrix.yaml in the folder it "
-            "runs in or one above it (README: Install the package), or names one with --matrix"
+            "runs in or one above it (docs/install.md), or names one with --matrix"
         )
     try:
         matrix = load_matrix(path)

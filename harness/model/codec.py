@@ -245,7 +245,7 @@ K = TypeVar("K")
 
 def _known(kind: type[K], record: Any) -> K:
     """`kind` made of the fields of `record` it has: a later minor version of the schema adds
-    fields, and this harness reads it as the version it knows (README: Results). A field it
+    fields, and this harness reads it as the version it knows (docs/reports.md). A field it
     needs and `record` lacks is a TypeError, as is a record that is not a mapping."""
     if not isinstance(record, Mapping):
         raise TypeError(f"{kind.__name__} is {type(record).__name__}, not an object")
