@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.commands import ab as ab_command
 from harness.commands import check as check_command
 from harness.commands import compile as compile_command
+from harness.commands import init as init_command
 from harness.commands import report as report_command
 from harness.commands import sanitize as sanitize_command
 from harness.commands import test as test_command
@@ -30,6 +31,7 @@ COMMANDS = {
     "check": check_command.main,
     "report": report_command.main,
     "ab": ab_command.main,
+    "init": init_command.main,
 }
 
 
@@ -96,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         "check", parents=[common], help="compile, and check every case on the CPU, no GPU used"
     )
     check.add_argument("targets", nargs="*", help="default: every target")
+    init = commands.add_parser(
+        "init", help="a new project: matrix.yaml, an example kernel, .gitignore lines"
+    )
+    init.add_argument(
+        "folder", nargs="?", type=Path, default=Path("."), help="where (default: here)"
+    )
     report = commands.add_parser("report", help="merge reports; summary, dashboard, history")
     report.add_argument("files", nargs="*", type=Path, help="default: reports/junit-*.xml")
     report.add_argument("--matrix", type=Path, default=root / "matrix.yaml")

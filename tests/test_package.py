@@ -132,6 +132,16 @@ def test_a_host_session_installs_the_cuda_matrix_that_nox_runs(installed, toolch
     assert requirement.endswith(".whl")
 
 
+def test_init_from_the_wheel_writes_a_project_its_check_passes(installed, toolchain, tmp_path):
+    done = _in(installed, tmp_path, toolchain, "cuda-matrix", "init", "new")
+    assert done.returncode == 0, done.stdout + done.stderr
+    project = tmp_path / "new"
+    assert (project / "matrix.yaml").read_bytes() == (ROOT / "matrix.yaml").read_bytes()
+    checked = _in(installed, project, toolchain, "cuda-matrix", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "check-sm_90a.xml: 1 passed, 0 failed, 0 error, 2 skipped" in checked.stdout
+
+
 def test_the_wheel_carries_the_images_build_files(installed):
     (package,) = installed.glob("lib/python*/site-packages/harness")
     for relative in images.CONTEXT_FILES:

@@ -161,7 +161,8 @@ def test_an_artifact_carrying_another_targets_report_is_left_out(tmp_path):
 
 
 def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
-    """What the file itself can do; the runner group and ephemeral runners (docs/ci.md) do the rest."""
+    """What the file itself can do; the runner group and ephemeral runners (docs/ci.md) do the
+    rest."""
     jobs = _workflow()["jobs"]
     assert jobs["test"]["if"].startswith("github.event_name != 'pull_request' && ")
     assert "github.event_name != 'pull_request'" in jobs["aggregate"]["if"]

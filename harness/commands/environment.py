@@ -20,7 +20,7 @@ from harness.run.device import DeviceInfo, DeviceMissing, probe_all
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 
 # Where this package sits in a checkout of cuda-matrix itself, beside its matrix.yaml
-_CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -31,8 +31,8 @@ def project_root(start: Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "matrix.yaml").is_file():
             return folder
-    if (_CHECKOUT / "matrix.yaml").is_file():
-        return _CHECKOUT
+    if (CHECKOUT / "matrix.yaml").is_file():
+        return CHECKOUT
     return here
 
 
