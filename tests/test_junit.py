@@ -512,6 +512,34 @@ def test_junit2html_shows_each_skip_s_reason_and_the_target(cpu_run, tmp_path):
     assert "add_one::n1000[sm_90a]" in html and "add_one::compile[sm_90a]" in html
 
 
+def test_a_run_that_compiled_nothing_and_ran_nothing_still_has_real_times(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    """Cached builds and cases checked on the CPU took time, and say how much: junit2html's
+    matrix divides by a class's time, and a report of nothing but 0.000 crashed it."""
+    options = RunOptions(
+        matrix.targets["sm_90a"], (PLANTED,), tmp_path, compile_cache, select="planted.add_one"
+    )
+    for _ in range(2):  # the second run finds every build in the cache
+        report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    assert all(c.compile and c.compile.cached for c in report.cells if c.kind is CellKind.COMPILE)
+    assert all(c.outcome is not Outcome.PASSED for c in report.cells if c.kind is CellKind.CASE)
+    assert all(cell.seconds > 0 for cell in report.cells), [
+        (c.name, c.seconds) for c in report.cells
+    ]
+    page = tmp_path / "matrix.html"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "junit2htmlreport", "--report-matrix", str(page),
+            str(tmp_path / "partial-junit-sm_90a.xml"),
+        ],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "add_one" in page.read_text()
+
+
 def test_a_reader_that_shows_names_alone_still_tells_every_cell_apart(cpu_run, tmp_path):
     """xunit-viewer's console lists testcase names without their classname: across kernels
     and targets no two of them may read the same, and each says its kernel and target."""

@@ -283,8 +283,10 @@ def test_a_setup_that_hangs_or_exits_in_its_check_names_its_spec_and_no_other(
     read = spec_children.read_all([f.spec_file for f in folders], timeout_s=30)
     kernels = [Kernel(f.chapter, f.name, f.folder, read[f.spec_file]) for f in folders]
     found = check_kernels(kernels, {}, matrix.targets["sm_90a"], timeout_s=1.5)
-    assert found["planted.setup_raises"] == dict.fromkeys(["n1000", "n1"], f"{broken}: {said}")
-    assert found["planted.sound"] == {"n1000": None, "n1": None}
+    findings = {k: {c: check.finding for c, check in cases.items()} for k, cases in found.items()}
+    assert findings["planted.setup_raises"] == dict.fromkeys(["n1000", "n1"], f"{broken}: {said}")
+    assert findings["planted.sound"] == {"n1000": None, "n1": None}
+    assert all(check.seconds > 0 for check in found["planted.sound"].values())
 
 
 def test_the_cpu_check_says_how_far_it_is_as_it_goes(

@@ -526,6 +526,7 @@ class Compiler:
         """The cache's entry at `binary` where it may be served; else None (there is none, it
         is older than MACs, or a file its build read has changed since), or FAILED_CHECK (it
         is not as the harness wrote it)."""
+        started = time.monotonic()  # a served build's time is the check that served it
         key = self.mac_key
         try:
             record = json.loads(binary.with_suffix(".json").read_text())
@@ -551,7 +552,7 @@ class Compiler:
             binary=binary,
             command=tuple(record["command"]),
             log=log,
-            seconds=0.0,
+            seconds=time.monotonic() - started,
             cached=True,
             resources=resources,
             sha256=record["sha256"],

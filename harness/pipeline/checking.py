@@ -52,9 +52,9 @@ def check_on_cpu(
     for each in not_run:
         for name in each.cases:
             found = findings[each.kernel.classname][name]
-            settled = SpecError(found) if found else each.why.adding(CHECKED)
+            settled = SpecError(found.finding) if found.finding else each.why.adding(CHECKED)
             planned = PlannedCell(CellKind.CASE, name)
-            cells.append(
-                settled_cell(each.kernel, planned, context.target, context.provenance, settled)
-            )
+            cell = settled_cell(each.kernel, planned, context.target, context.provenance, settled)
+            cell.seconds = found.seconds  # its time here: the check of it
+            cells.append(cell)
     return cells

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,7 @@ def check_kernels(
     timeout_s: float,
     confinement: Confinement | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, dict[str, str | None]]:
+) -> dict[str, dict[str, CaseCheck]]:
     """Each kernel's cases, by classname and case name: None where the case would launch as
     its spec says, else what is wrong, naming the case and device. A kernel whose child failed
     (its spec hung, exited, or raised outside a case) has that as every case's finding.
@@ -112,24 +113,37 @@ def check_kernels(
     answers = in_spec_children(
         jobs, _check, timeout_s * per_case, "checking its cases", confinement, progress
     )
-    found: dict[str, dict[str, str | None]] = {}
+    found: dict[str, dict[str, CaseCheck]] = {}
     for kernel in kernels:
         answer = answers.get(kernel.folder / "spec.py")
         names = kernel.case_names
         if isinstance(answer, dict) and set(answer) == set(names):
-            found[kernel.classname] = {name: _text_or_none(answer[name]) for name in names}
+            found[kernel.classname] = {name: _case_check(answer[name]) for name in names}
         else:
             why = str(answer) if isinstance(answer, SpecError) else "its check sent no answer"
-            found[kernel.classname] = dict.fromkeys(names, why)
+            found[kernel.classname] = dict.fromkeys(names, CaseCheck(why, 0.0))
     return found
 
 
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) or value is None else repr(value)
+@dataclass(frozen=True)
+class CaseCheck:
+    """What the CPU found of a case (None: it would launch as its spec says), and how long the
+    check took: the case cell's time, where it did not run."""
+
+    finding: str | None
+    seconds: float
 
 
-def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, str | None]:
-    """In the spec's child: each case's finding."""
+def _case_check(answer: Any) -> CaseCheck:
+    """A child's answer for one case, read as a spec's child may send anything."""
+    finding, seconds = answer if isinstance(answer, list) and len(answer) == 2 else (answer, 0.0)
+    text = finding if isinstance(finding, str) or finding is None else repr(finding)
+    valid = isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0
+    return CaseCheck(text, float(seconds) if valid else 0.0)
+
+
+def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, list[Any]]:
+    """In the spec's child: each case's finding, and the seconds its check took."""
     kernel = load_kernel(KernelFolder.of(spec_file))
     device = StandIn(**plan["device"])
     builds: dict[tuple[str, ...], dict[str, Resources] | None] = {
@@ -147,7 +161,9 @@ def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, str | None]:
             max_blocks_per_sm=_occupancy(device, built or {}),
             memory_bytes=device.memory_bytes,
         )
-        found[case.name] = _case_finding(kernel, case, limits, device, built)
+        started = time.monotonic()
+        finding = _case_finding(kernel, case, limits, device, built)
+        found[case.name] = [finding, time.monotonic() - started]
     return found
 
 
