@@ -68,3 +68,11 @@ def test_the_readme_shows_the_kernel_init_writes():
     spec = (STARTER / "kernels" / "example" / "saxpy" / "spec.py").read_text()
     shown = "\n".join(f"    {line}" if line else "" for line in spec.rstrip().splitlines())
     assert shown in readme
+
+
+def test_init_into_a_file_is_refused_naming_it(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    refused = _harness("init", str(afile), cwd=tmp_path)
+    assert refused.returncode == 2 and f"init {afile}: not a folder" in refused.stderr
+    assert afile.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [afile]

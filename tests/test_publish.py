@@ -934,6 +934,25 @@ def test_history_without_a_commit_is_refused_before_anything_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_history_that_cannot_be_kept_is_refused_naming_it_before_anything_is_written(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    options = RunOptions(
+        matrix.targets["sm_90a"],
+        (ROOT / "kernels",),
+        tmp_path / "reports",
+        compile_cache,
+        commit="abc1234",
+        history=folder,
+    )
+    with pytest.raises(HistoryUnusable, match=f"--history {folder}: "):
+        run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]
+    assert list(folder.iterdir()) == []
+
+
 def test_an_unfinished_run_is_not_kept_in_the_history(tmp_path):
     report = read_report(KEPT[0])
     report.finished = False
