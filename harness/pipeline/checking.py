@@ -1,6 +1,7 @@
 """The check stage: the case cells of kernels this machine cannot run (no GPU, or not this one),
 each case checked on the CPU (harness.run.spec_check): an error where its spec would break it
-on a GPU, else skipped with why it did not run and that it was checked."""
+on a GPU, else skipped with why it did not run and that it was checked (by an earlier run, the
+check cache's answer, where nothing the check reads has changed since)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from harness.pipeline.cells import PlannedCell, settled_cell
 from harness.pipeline.compiling import TargetBuilds
 from harness.pipeline.console import CountProgress
 from harness.pipeline.context import RunContext
+from harness.run.check_cache import CheckCache
 from harness.run.spec_check import check_kernels
 
 CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
+FROM_CACHE = "answered from the check cache: nothing the check reads has changed"
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,14 @@ def check_on_cpu(
         context.case_timeout_s,
         context.confinement,
         said,
+        CheckCache(context.options.cache_dir),
     )
     cells = []
     for each in not_run:
         for name in each.cases:
             found = findings[each.kernel.classname][name]
-            settled = SpecError(found.finding) if found.finding else each.why.adding(CHECKED)
+            checked = f"{CHECKED}; {FROM_CACHE}" if found.cached else CHECKED
+            settled = SpecError(found.finding) if found.finding else each.why.adding(checked)
             planned = PlannedCell(CellKind.CASE, name)
             cell = settled_cell(each.kernel, planned, context.target, context.provenance, settled)
             cell.seconds = found.seconds  # its time here: the check of it

@@ -6,7 +6,9 @@ arguments find, every entry is in the binary, grids and blocks are launchable, e
 cuda.core can pass), the reference called and held to the outputs, and work() held to counts.
 What would break the case on a GPU is the spec's error, found here, before an image is built and
 a GPU queued for. A spec runs in a child of its own (model.spec_children.in_spec_children), as it is
-for its declaration, so what it does reaches no other kernel's cells.
+for its declaration, so what it does reaches no other kernel's cells. A check that found nothing
+is kept in the compile cache folder, and served on later runs while nothing it read has changed
+(harness.run.check_cache).
 
 The stand-ins are a GPU of each family with public figures (A100, H100, B200); occupancy comes
 from the build's ptxas resources, as the occupancy calculator computes it: near the driver's
@@ -43,12 +45,14 @@ from harness.model.spec import (
     Texture,
 )
 from harness.model.spec_children import in_spec_children
+from harness.run.check_cache import CheckCache, ReadRecorder, Reads, entry_key
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.verify import check_reference_fits, checked_work
 from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)
+MIN_SECONDS = 1e-6  # a cell's time, however quick: JUnit's precision, and never 0
 
 
 @dataclass(frozen=True)
@@ -89,49 +93,100 @@ def check_kernels(
     timeout_s: float,
     confinement: Confinement | None = None,
     progress: Callable[[int, int], None] | None = None,
+    cache: CheckCache | None = None,
 ) -> dict[str, dict[str, CaseCheck]]:
     """Each kernel's cases, by classname and case name: None where the case would launch as
     its spec says, else what is wrong, naming the case and device. A kernel whose child failed
     (its spec hung, exited, or raised outside a case) has that as every case's finding.
     `resources`: the entry points of each build, by classname and case macros (None: no build
-    to hold the entries to); `progress(done, total)` is told as each kernel's check ends."""
+    to hold the entries to); `progress(done, total)` is told as each kernel's check ends;
+    `cache`: where a check that found nothing is kept, and served from while nothing it read
+    has changed (None: every kernel is checked)."""
     stand_in = stand_in_for(target)
-    jobs = []
+    budget_s = timeout_s * max((len(k.declared.cases) for k in kernels), default=1)
+    confined = confinement.to_json() if confinement else None
+    served: dict[str, dict[str, CaseCheck]] = {}
+    jobs: list[tuple[Path, dict[str, Any]]] = []
+    keys: dict[str, str] = {}
     for kernel in kernels:
-        builds = []
-        for defines in kernel.builds:
-            built = resources.get((kernel.classname, defines))
-            entries = None if built is None else {e: vars(r) for e, r in built.items()}
-            builds.append([list(defines), entries])
-        plan = {
-            "cc": [target.cc.major, target.cc.minor],
-            "device": dataclasses.asdict(stand_in),
-            "builds": builds,
-        }
-        jobs.append((kernel.folder / "spec.py", plan))
-    per_case = max((len(k.declared.cases) for k in kernels), default=1)
-    answers = in_spec_children(
-        jobs, _check, timeout_s * per_case, "checking its cases", confinement, progress
-    )
+        spec_file, plan = kernel.folder / "spec.py", _plan(kernel, resources, target, stand_in)
+        if cache is not None:
+            started = time.perf_counter()
+            keys[kernel.classname] = key = entry_key(spec_file, plan, confined)
+            names = kernel.case_names
+            if cache.served(kernel.classname, key, names, budget_s):
+                # each case's time is its share of the look-up: > 0, as readers divide by it
+                share = max((time.perf_counter() - started) / len(names), MIN_SECONDS)
+                served[kernel.classname] = dict.fromkeys(names, CaseCheck(None, share, True))
+                continue
+        jobs.append((spec_file, plan))
+    if progress is not None and served:
+        progress(len(served), len(kernels))
+
+    def checked(done: int, _: int) -> None:
+        if progress is not None:
+            progress(len(served) + done, len(kernels))
+
+    answers = in_spec_children(jobs, _check, budget_s, "checking its cases", confinement, checked)
     found: dict[str, dict[str, CaseCheck]] = {}
     for kernel in kernels:
-        answer = answers.get(kernel.folder / "spec.py")
         names = kernel.case_names
-        if isinstance(answer, dict) and set(answer) == set(names):
-            found[kernel.classname] = {name: _case_check(answer[name]) for name in names}
+        answer = answers.get(kernel.folder / "spec.py")
+        cases = answer.get("cases") if isinstance(answer, dict) else None
+        if kernel.classname in served:
+            found[kernel.classname] = served[kernel.classname]
+        elif isinstance(cases, dict) and set(cases) == set(names):
+            found[kernel.classname] = {name: _case_check(cases[name]) for name in names}
+            if cache is not None and not any(c.finding for c in found[kernel.classname].values()):
+                _keep(cache, kernel, keys[kernel.classname], found[kernel.classname], answer)
         else:
             why = str(answer) if isinstance(answer, SpecError) else "its check sent no answer"
             found[kernel.classname] = dict.fromkeys(names, CaseCheck(why, 0.0))
     return found
 
 
+def _plan(
+    kernel: Kernel,
+    resources: Mapping[tuple[str, tuple[str, ...]], Mapping[str, Resources] | None],
+    target: Target,
+    stand_in: StandIn,
+) -> dict[str, Any]:
+    """What a kernel's child is sent: the target, the stand-in, and each build's entries."""
+    builds = []
+    for defines in kernel.builds:
+        built = resources.get((kernel.classname, defines))
+        entries = None if built is None else {e: vars(r) for e, r in built.items()}
+        builds.append([list(defines), entries])
+    return {
+        "cc": [target.cc.major, target.cc.minor],
+        "device": dataclasses.asdict(stand_in),
+        "builds": builds,
+    }
+
+
+def _keep(
+    cache: CheckCache, kernel: Kernel, key: str, checks: Mapping[str, CaseCheck], answer: Any
+) -> None:
+    """A check that found nothing, kept with what its child read (its spec.py whatever the
+    child says); not where the child did not say."""
+    try:
+        reads = Reads.from_json(answer.get("reads"))
+    except ValueError:
+        return
+    files = tuple(dict.fromkeys([*reads.files, str(kernel.folder / "spec.py")]))
+    seconds = {name: check.seconds for name, check in checks.items()}
+    cache.keep(kernel.classname, key, seconds, dataclasses.replace(reads, files=files))
+
+
 @dataclass(frozen=True)
 class CaseCheck:
     """What the CPU found of a case (None: it would launch as its spec says), and how long the
-    check took: the case cell's time, where it did not run."""
+    check took: the case cell's time, where it did not run. `cached`: the answer of an earlier
+    check, served as nothing it read has changed (its time is the look-up's)."""
 
     finding: str | None
     seconds: float
+    cached: bool = False
 
 
 def _case_check(answer: Any) -> CaseCheck:
@@ -142,8 +197,11 @@ def _case_check(answer: Any) -> CaseCheck:
     return CaseCheck(text, float(seconds) if valid else 0.0)
 
 
-def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, list[Any]]:
-    """In the spec's child: each case's finding, and the seconds its check took."""
+def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, Any]:
+    """In the spec's child: each case's finding and the seconds its check took, and what the
+    check read (its spec, the modules and files it opened)."""
+    recorder = ReadRecorder()
+    recorder.start()
     kernel = load_kernel(KernelFolder.of(spec_file))
     device = StandIn(**plan["device"])
     builds: dict[tuple[str, ...], dict[str, Resources] | None] = {
@@ -164,7 +222,7 @@ def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, list[Any]]:
         started = time.monotonic()
         finding = _case_finding(kernel, case, limits, device, built)
         found[case.name] = [finding, time.monotonic() - started]
-    return found
+    return {"cases": found, "reads": recorder.finish().to_json()}
 
 
 def _occupancy(device: StandIn, built: Mapping[str, Resources]) -> Callable[[str, int, int], int]:

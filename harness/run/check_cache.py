@@ -1,0 +1,432 @@
+"""CPU check answers kept beside the compile cache, served while nothing the check read changed.
+
+A kernel's check on the CPU (harness.run.spec_check) is a function of what its spec's child was
+given (the plan: target, stand-in device, each build's resources; its confinement), of the
+interpreter it ran in (its version, installation and import path), and of what it read: its
+spec.py, the modules the spec imports (the harness's own among them), the files it opens, the
+folders it lists and the environment variables it looks up. The child records those as it runs
+(ReadRecorder: an audit hook on opens and listings, sys.modules' files at the end); the run keeps
+an answer with no finding under `<cache>/checks/<kernel>/<key>.json`, each file it read with its
+SHA-256 (a package of the installation: each module file's size and time, as pip leaves them),
+and serves it on a later run only while every one of them is as it was. An answer whose check
+drew fresh entropy (its own unseeded RNG, os.urandom) is never kept; the check's own inputs come
+from a fixed seed.
+
+Entries carry the compile cache's MAC (HMAC-SHA256, keyed by the cache's key, over where the
+entry lies and what it says): one a spec's child wrote, copied from another kernel, or that is
+unreadable or malformed is a miss, and the kernel is checked again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import hmac
+import json
+import math
+import os
+import random
+import site
+import stat
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.model.errors import KernelFailed
+
+FOLDER = "checks"  # under the compile cache folder
+FORMAT = "check-cache/1"
+MAC_DOMAIN = b"cuda-matrix check answer"  # no compile entry's MAC reads alike
+UNUSABLE = "unusable"  # a device, a pipe: what it reads is not what a later read would be
+HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # as modules name it
+_WATCHED = frozenset({"open", "os.listdir", "os.scandir"})
+
+
+def entry_key(spec_file: Path, plan: Mapping[str, Any], confinement: str | None) -> str:
+    """What names a kernel's entry: its spec, the plan its child is sent, how the child is
+    confined, and the interpreter it runs in (a venv, an import path, each its own entries)."""
+    material = {
+        "format": FORMAT,
+        "spec": str(spec_file),
+        "plan": plan,
+        "confinement": confinement,
+        "python": [sys.version, sys.prefix, sys.path],
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What a spec's child read while its cases were checked: files and folders outside the
+    interpreter's installation (the harness's included), module files of the installation's
+    packages, environment variables (each by its value's SHA-256, None where unset), and
+    whether it drew fresh entropy."""
+
+    files: tuple[str, ...]
+    installed: tuple[str, ...]
+    environ: Mapping[str, str | None]
+    drew_entropy: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": list(self.files),
+            "installed": list(self.installed),
+            "environ": dict(self.environ),
+            "drew_entropy": self.drew_entropy,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Reads:
+        """ValueError where `data` is not what a ReadRecorder sends."""
+        if not isinstance(data, dict):
+            raise ValueError(f"reads are a {type(data).__name__}")
+        files, installed = _strings(data.get("files")), _strings(data.get("installed"))
+        environ, drew = data.get("environ"), data.get("drew_entropy")
+        if not (isinstance(environ, dict) and _optional_strings(environ)):
+            raise ValueError("the environment read is malformed")
+        if not isinstance(drew, bool):
+            raise ValueError("whether it drew entropy is unsaid")
+        return cls(files, installed, environ, drew)
+
+
+class ReadRecorder:
+    """In a spec's child, from start() to finish(): what the check reads, and whether it
+    draws fresh entropy. The child exits after its answer, so nothing here is undone."""
+
+    def __init__(self) -> None:
+        self._heard: list[tuple[object, object]] = []  # each path read, and how it was opened
+        self._recording = False
+        self._environ: dict[str, str | None] = {}
+        self._drew_entropy = False
+        self._rng_states: tuple[object, bytes] = ((), b"")
+
+    def start(self) -> None:
+        self._rng_states = _rng_states()  # first: numpy's generators seed from entropy on import
+        self._recording = True
+        sys.addaudithook(self._hear)
+        self._watch_environ()
+        self._watch_entropy()
+
+    def finish(self) -> Reads:
+        self._recording = False
+        opened = [_readable_path(path, flags) for path, flags in self._heard]
+        modules = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
+        paths = {os.path.abspath(p) for p in [*opened, *modules] if isinstance(p, str) and p}
+        files, installed = [], []
+        places = _Places.here()
+        for path in sorted(paths):
+            place = places.of(path)
+            if place == "files" and not _derived(path):
+                files.append(path)
+            elif place == "installed":
+                installed.append(path)
+        drew = self._drew_entropy or _rng_states() != self._rng_states
+        return Reads(tuple(files), tuple(installed), dict(self._environ), drew)
+
+    def _hear(self, event: str, args: tuple[object, ...]) -> None:
+        # an audit hook that raises breaks what was audited: it only notes, and only ours
+        if self._recording and event in _WATCHED and args:
+            self._heard.append((args[0], args[2] if event == "open" and len(args) > 2 else None))
+
+    def _watch_environ(self) -> None:
+        """Each variable the check looks up, with the value it saw."""
+        recorder = self
+
+        class Recorded(os._Environ):  # type: ignore[type-arg]
+            def __getitem__(self, name: str) -> str:
+                try:
+                    value: str = super().__getitem__(name)
+                except KeyError:
+                    recorder._saw_variable(name, None)
+                    raise
+                recorder._saw_variable(name, value)
+                return value
+
+            def __iter__(self) -> Any:
+                for name in list(super().__iter__()):
+                    _ = self[name]
+                    yield name
+
+        os.environ.__class__ = Recorded
+
+    def _saw_variable(self, name: str, value: str | None) -> None:
+        if self._recording and name not in self._environ:
+            self._environ[name] = None if value is None else _digest(value)
+
+    def _watch_entropy(self) -> None:
+        """os.urandom, and what draws on it through random (SystemRandom, secrets, numpy's
+        unseeded generators); an unseeded random.Random; and the global RNGs' states."""
+        urandom, seed = os.urandom, random.Random.seed
+
+        def drawn(size: int) -> bytes:
+            self._drew_entropy = True
+            return urandom(size)
+
+        def seeded(rng: random.Random, a: Any = None, version: int = 2) -> None:
+            self._drew_entropy = self._drew_entropy or a is None
+            seed(rng, a, version)
+
+        os.urandom = drawn
+        setattr(random, "_urandom", drawn)  # noqa: B010 (a private name of random's)
+        random.Random.seed = seeded  # type: ignore[method-assign,assignment]
+
+
+def _rng_states() -> tuple[object, bytes]:
+    """The states of random's and numpy's global generators: a draw changes them."""
+    legacy = np.random.get_state(legacy=True)
+    assert isinstance(legacy, tuple)
+    _, key, *rest = legacy
+    return random.getstate(), np.asarray(key).tobytes() + repr(rest).encode()
+
+
+def _readable_path(path: object, flags: object) -> str | None:
+    """The path an open or a listing read; None where it wrote only, or named a descriptor."""
+    if isinstance(flags, int) and flags & os.O_ACCMODE == os.O_WRONLY:
+        return None
+    if isinstance(path, str | bytes | os.PathLike):
+        with contextlib.suppress(TypeError, ValueError):
+            return os.fsdecode(path) or "."
+    return None
+
+
+def _derived(path: str) -> bool:
+    """A compiled module in __pycache__: its source is read too, and it is rewritten at will."""
+    return os.path.basename(os.path.dirname(path)) == "__pycache__"
+
+
+@dataclass(frozen=True)
+class _Places:
+    """Where a read lies: the harness's own files and those outside the interpreter's
+    installation ("files", by content); the installation's packages ("installed", by their
+    files' stat); the interpreter's own library (its version says it)."""
+
+    harness: str
+    packages: tuple[str, ...]
+    interpreter: tuple[str, ...]
+
+    @classmethod
+    def here(cls) -> _Places:
+        bases = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+        packages = [*site.getsitepackages(), site.getusersitepackages()]
+        for paths in (sysconfig.get_paths(), sysconfig.get_paths(vars=bases)):
+            packages += [paths["purelib"], paths["platlib"]]
+        interpreter = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+        return cls(_folder(HARNESS), _folders(packages), _folders(interpreter))
+
+    def of(self, path: str) -> str | None:
+        if path.startswith(self.harness):
+            return "files"
+        if path.startswith(self.packages):
+            return "installed"
+        return None if path.startswith(self.interpreter) else "files"
+
+
+def _folder(path: str | Path) -> str:
+    return os.path.join(os.path.abspath(path), "")
+
+
+def _folders(paths: Sequence[str | Path]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_folder(path) for path in paths if path))
+
+
+class CheckCache:
+    """The check answers kept in a compile cache folder. One per run: it hashes each file once
+    for as long as its stat stays the same."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.folder = self.cache_dir / FOLDER
+        self._fingerprints: dict[str, tuple[tuple[int, ...], str | None]] = {}
+
+    @functools.cached_property
+    def _mac_key(self) -> bytes | None:
+        """The compile cache's key; None where there is none to be had (nothing is served)."""
+        # here, not above: every spec's child imports this module, and only the run needs nvcc's
+        from harness.compile.nvcc import cache_mac_key
+
+        try:
+            return cache_mac_key(self.cache_dir)
+        except (KernelFailed, OSError):
+            return None
+
+    def served(self, classname: str, key: str, cases: Sequence[str], budget_s: float) -> bool:
+        """Whether the kept answer of `classname`'s check under `key` stands: each of `cases`
+        without a finding, checked within `budget_s`, and everything the check read as it was.
+        An entry unreadable, malformed or not the harness's is a miss."""
+        mac_key = self._mac_key
+        path = self._entry(classname, key)
+        if mac_key is None:
+            return False
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            return False
+        mac = record.get("mac")
+        if not isinstance(mac, str) or not hmac.compare_digest(
+            mac, _entry_mac(mac_key, classname, key, record)
+        ):
+            return False
+        seconds, files = record.get("cases"), record.get("files")
+        installed, environ = record.get("installed"), record.get("environ")
+        if not (
+            isinstance(seconds, dict)
+            and sorted(seconds) == sorted(cases)
+            and all(_duration(s) for s in seconds.values())
+            and sum(seconds.values()) <= budget_s
+        ):
+            return False
+        return (
+            _each(files, self._fingerprint)
+            and _each(installed, _stat_signature)
+            and _each(environ, _environ_digest)
+        )
+
+    def keep(self, classname: str, key: str, seconds: Mapping[str, float], reads: Reads) -> None:
+        """The answer of a check that found nothing, kept with what it read as it is now. Not
+        kept where the check drew fresh entropy or read a device, nor where the cache cannot be
+        written (the answer stands; the next run checks again)."""
+        mac_key = self._mac_key
+        if mac_key is None or reads.drew_entropy:
+            return
+        try:  # what the child said it read may name anything
+            files = {path: self._fingerprint(path) for path in reads.files}
+            installed = {path: _stat_signature(path) for path in reads.installed}
+        except ValueError:  # a path no file can have (a NUL in it)
+            return
+        if UNUSABLE in files.values():
+            return
+        record: dict[str, object] = {
+            "format": FORMAT,
+            "cases": dict(seconds),
+            "files": files,
+            "installed": installed,
+            "environ": dict(reads.environ),
+        }
+        record["mac"] = _entry_mac(mac_key, classname, key, record)
+        path = self._entry(classname, key)
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, scratch = tempfile.mkstemp(dir=path.parent, suffix=".json.tmp")
+            try:
+                with os.fdopen(handle, "w") as written:
+                    json.dump(record, written)
+                os.replace(scratch, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(scratch)
+
+    def _entry(self, classname: str, key: str) -> Path:
+        return self.folder / classname / f"{key}.json"
+
+    def _fingerprint(self, path: str) -> str | None:
+        """A file's SHA-256, a folder's names', UNUSABLE for anything else; None where there is
+        nothing; hashed again when its stat changes."""
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:  # as the check found it: unreadable
+            return f"error {error.errno}"
+        try:
+            status = os.fstat(handle)
+            signature = (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+            known = self._fingerprints.get(path)
+            if known is not None and known[0] == signature:
+                return known[1]
+            fingerprint = _fingerprint_of(handle, status.st_mode)
+        except OSError as error:
+            return f"error {error.errno}"
+        finally:
+            os.close(handle)
+        self._fingerprints[path] = (signature, fingerprint)
+        return fingerprint
+
+
+def _fingerprint_of(handle: int, mode: int) -> str:
+    if stat.S_ISDIR(mode):  # what a listing saw; __pycache__ comes and goes with imports
+        names = sorted(name for name in os.listdir(handle) if name != "__pycache__")
+        return "folder " + hashlib.sha256("\0".join(names).encode()).hexdigest()
+    if not stat.S_ISREG(mode):
+        return UNUSABLE
+    digest = hashlib.sha256()
+    with os.fdopen(os.dup(handle), "rb") as read:
+        for block in iter(functools.partial(read.read, 1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stat_signature(path: str) -> str | None:
+    """A module file of an installed package as pip leaves it: another version, or the same
+    one installed again, is another size or time."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return f"{status.st_size} {status.st_mtime_ns}"
+
+
+def _environ_digest(name: str) -> str | None:
+    try:
+        value = os.environ.get(name)
+    except ValueError:  # a name no variable can have
+        return UNUSABLE
+    return None if value is None else _digest(value)
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _each(kept: object, now: Callable[[str], str | None]) -> bool:
+    """Whether `kept` maps names to what `now` still says of each."""
+    return (
+        isinstance(kept, dict)
+        and _optional_strings(kept)
+        and all(now(name) == value for name, value in kept.items())
+    )
+
+
+def _entry_mac(key: bytes, classname: str, entry: str, record: Mapping[str, object]) -> str:
+    """As the compile cache's entry_mac: over where the entry lies and its fields."""
+    fields = {name: value for name, value in record.items() if name != "mac"}
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    parts = [
+        MAC_DOMAIN,
+        f"{classname}/{entry}".encode(),
+        json.dumps(fields, sort_keys=True).encode(),
+    ]
+    for part in parts:  # each with its length: no two splits of the bytes read alike
+        mac.update(len(part).to_bytes(8, "little") + part)
+    return mac.hexdigest()
+
+
+def _duration(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """`value`, a list of strings; ValueError where it is not one."""
+    if not isinstance(value, list) or not all(isinstance(each, str) for each in value):
+        raise ValueError("a list of paths is malformed")
+    return tuple(value)
+
+
+def _optional_strings(mapping: Mapping[object, object]) -> bool:
+    return all(
+        isinstance(name, str) and (value is None or isinstance(value, str))
+        for name, value in mapping.items()
+    )
