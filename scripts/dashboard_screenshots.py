@@ -1,8 +1,8 @@
 """The screenshots under docs/: the dashboard over the kept H200 reports with two stored runs and
 one regression, taken in headless Chromium.
 
-The first stored run is docs/reports/h200/reruns/r1 (sm_90a, d6e9040); the second is the kept
-top-level sm_90a report (6a8c3e9) with the planted slowdown's cell (regression/slower) in place
+The first stored run is reruns/r1 (sm_90a, d6e9040); the second is the kept top-level sm_90a
+report (6a8c3e9) with the planted slowdown's cell (regression/slower) in place
 of scale_bias n67108864_vec4, judged against the first. Every number is a measured one; the
 composite is labelled as such in docs/reports.md.
 
@@ -26,8 +26,8 @@ from harness.model.matrix import load_matrix  # noqa: E402
 from harness.report.dashboard import render_dashboard  # noqa: E402
 from harness.report.history import History  # noqa: E402
 from harness.report.merge import load_reports  # noqa: E402
+from tests.h200_runs import H200, write_kept  # noqa: E402  (9336b2d:docs/reports/h200's, frozen)
 
-H200 = ROOT / "docs" / "reports" / "h200"
 CASE = "n67108864_vec4"
 
 
@@ -55,7 +55,8 @@ def main(out: Path) -> None:
     with tempfile.TemporaryDirectory() as folder:
         history = History(Path(folder) / "history.sqlite")
         history.record(
-            load_reports([H200 / "reruns" / "r1" / "junit-sm_90a.xml"], ["sm_90a"]), "d6e9040"
+            load_reports([write_kept("reruns/r1/junit-sm_90a", Path(folder))], ["sm_90a"]),
+            "d6e9040",
         )
         now = load_reports([_composite(Path(folder))], ["sm_90a"])
         (planted,) = [c for c in now.cells if c.kernel == "scale_bias" and c.case == CASE]

@@ -25,7 +25,7 @@ from harness.report.merge import ReportSet, load_reports
 from harness.report.verdict import BaseTiming, judge
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = ROOT / "docs" / "reports" / "h200"
+H200 = ROOT / "tests" / "fixtures" / "h200"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM_ARGS = [
     "--no-sandbox",

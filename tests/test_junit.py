@@ -110,7 +110,7 @@ def test_xml_is_valid_and_keeps_every_cell(tmp_path):
 def test_a_junit_reader_of_the_field_reads_what_the_harness_writes(tmp_path):
     """junitparser, as dashboards and CI plugins read JUnit: every cell, its outcome and its
     time, in the file of one run and in the merged file of several."""
-    kept = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+    kept = sorted((ROOT / "tests" / "fixtures" / "h200").glob("junit-*.xml"))
     merged = load_reports(kept, ["sm_80", "sm_90a", "sm_100a"])
     write_merged_xml(merged, tmp_path / "merged.xml")
     for xml, reports in [(kept[0], [merged.reports[0]]), (tmp_path / "merged.xml", merged.reports)]:
@@ -547,7 +547,7 @@ def test_a_reader_that_shows_names_alone_still_tells_every_cell_apart(cpu_run, t
     """xunit-viewer's console lists testcase names without their classname: across kernels
     and targets no two of them may read the same, and each says its kernel and target."""
     written = [cpu_run]
-    for kept in sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml")):
+    for kept in sorted((ROOT / "tests" / "fixtures" / "h200").glob("junit-*.xml")):
         written.append(tmp_path / kept.name)  # the kept H200 reports, as this harness writes
         written[-1].write_text(junit.render([read_report(kept)]))
     names = [

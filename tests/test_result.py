@@ -21,7 +21,9 @@ from harness.model.outcome import CellKind, Outcome, SkipReason
 from tests.conftest import ROOT
 
 WHERE = Provenance(runner="test")
-KEPT_2_3 = ROOT / "docs" / "reports" / "h200" / "reruns" / "r1" / "junit-sm_90a.json"
+# An H200 report of schema 2.3 (9336b2d:docs/reports/h200/reruns/r1): its header, and the cells
+# of its first and last kernels
+KEPT_2_3 = ROOT / "tests" / "fixtures" / "h200" / "schema2.3" / "junit-sm_90a.json"
 
 
 def _cell(kind: CellKind, case: str, tool: str | None = None) -> Cell:

@@ -26,7 +26,7 @@ from harness.report.summary import headline, natural_key, render_summary
 from harness.report.verdict import BaseTiming, judge
 from tests.conftest import ROOT
 
-H200 = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+H200 = sorted((ROOT / "tests" / "fixtures" / "h200").glob("junit-*.xml"))
 TARGETS = ["sm_80", "sm_90a", "sm_100a"]  # matrix.yaml's order
 
 

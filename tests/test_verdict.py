@@ -12,7 +12,6 @@ import pytest
 
 from harness.model.cell import ABComparison, Cell, Judgement, Provenance, Timing
 from harness.model.outcome import CellKind, Outcome
-from harness.report.merge import load_reports
 from harness.report.verdict import (
     BaseTiming,
     judge,
@@ -20,13 +19,12 @@ from harness.report.verdict import (
     threshold_pct,
     unconfirmed,
 )
-from tests.conftest import ROOT
+from tests.h200_runs import kept_report, kept_runs
 
 WHERE = Provenance(runner="h200")
-H200 = ROOT / "docs" / "reports" / "h200"
-# One folder per H200 machine: the same kernels, their code identities unchanged (the top-level
-# reports are those of one of them)
-MACHINES = sorted((H200 / "fleet").glob("GPU-*"))
+# The runs of 13 H200 machines (9336b2d:docs/reports/h200/fleet, kept compact in
+# tests/fixtures/h200): the same kernels, their code identities unchanged
+FLEET = [run for run in kept_runs() if run.startswith("fleet/")]
 
 
 def _timed(samples, shared_gpu: str | None = None) -> Cell:
@@ -130,16 +128,22 @@ def test_a_cross_run_slower_of_changed_code_is_unconfirmed_until_an_a_b_measures
 def _pairs():
     """(target, machine, machine) for every two machines that ran the target."""
     for target in ("sm_90a", "sm_80"):
-        ran = [m for m in MACHINES if (m / f"junit-{target}.xml").is_file()]
+        ran = [run.split("/")[1] for run in FLEET if run.endswith(f"/junit-{target}")]
         for one, other in itertools.combinations(ran, 2):
-            yield pytest.param(target, one, other, id=f"{target}-{one.name}-{other.name}")
+            yield pytest.param(target, one, other, id=f"{target}-{one}-{other}")
+
+
+def test_every_pair_of_the_13_machines_is_judged():
+    """13 machines ran sm_90a and 11 of them sm_80: 78 and 55 pairs, each judged both ways."""
+    pairs = [param.values[0] for param in _pairs()]
+    assert (pairs.count("sm_90a"), pairs.count("sm_80")) == (78, 55)
 
 
 @pytest.mark.parametrize(("target", "one", "other"), list(_pairs()))
 def test_no_two_h200s_judge_unchanged_code_slower_or_faster(target, one, other):
     """The calibration of RELATIVE_PCT and FLOOR_US: the same code on two machines, each way."""
     cells = [
-        {(c.classname, c.name): c for c in load_reports([m / f"junit-{target}.xml"], []).cells}
+        {(c.classname, c.name): c for c in kept_report(f"fleet/{m}/junit-{target}").cells}
         for m in (one, other)
     ]
     timed = [key for key in cells[0] if cells[0][key].timing and key in cells[1]]

@@ -16,7 +16,7 @@ import yaml
 
 from tests.conftest import ROOT
 
-KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+KEPT = sorted((ROOT / "tests" / "fixtures" / "h200").glob("junit-*.xml"))
 NOX_REPORT = "nox --non-interactive -s report --"
 SGEMM = "m4096_n4096_k4096_stages3"
 SLOWER_AB = {  # a measured A/B in the report's JSON form (harness.model.cell.ABComparison)

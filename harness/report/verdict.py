@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 from harness.model.cell import Cell, CompileFacts, Judgement, Timing
 
-# What an unchanged binary moves from one H200 to another, measured on the kept reports of six
-# machines (docs/reports/h200's top level, GPU-e114c679's, and fleet/GPU-0409ee10, GPU-44755d34,
-# GPU-c4b374a1, GPU-819f1207: the same kernels), every pair of machines, sm_90a and sm_80
-# (tests/test_verdict.py judges them all again). Cases below 20 us moved by 1.09 us at most
+# What an unchanged binary moves from one H200 to another, measured on the reports of six
+# machines (docs/reports/h200's top level then, GPU-e114c679's, and fleet/GPU-0409ee10,
+# GPU-44755d34, GPU-c4b374a1, GPU-819f1207: the same kernels; at 9336b2d:docs/reports/h200/fleet),
+# every pair of machines, sm_90a and sm_80 (tests/test_verdict.py judges all 13 machines' runs
+# again, from tests/fixtures/h200). Cases below 20 us moved by 1.09 us at most
 # (tma_add_one 1000x1000, 6.30 -> 7.39 us: 17 % of a launch-bound case; tma_add_one 37x1028
 # 4.35 -> 5.31 us, 22 %); cases of 20 us or more by 4.8 % at most (dynamic_smem_optin
 # max_optin, 81.9 -> 85.8 us; its ratio's interval 1.045-1.050), 3.6 % at most from 100 us up
