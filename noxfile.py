@@ -15,7 +15,8 @@ repository runs its own harness with them, and adds its test suite and lint.
     nox -s base-image     make the Debian base image locally, where no registry serves one
     nox -s gha-matrix     the GitHub Actions job matrix, as JSON
     nox -s report         merge reports: merged.xml, summary.md, dashboard.html, history
-    nox -s tests          the project's own test suite
+    nox -s tests          the project's own test suite, in parallel, but for e2e's tests
+    nox -s e2e            the tests that build the images and drive the dashboard in Chromium
     nox -s lint           ruff, mypy, the stages' import contract, actionlint, zizmor
 
 On a machine without a registry (a GPU box with its own Python), `nox --no-venv -s test-sm90`
@@ -45,9 +46,20 @@ nox.options.sessions = ["lint", "tests"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The project's own test suite (compiles for real; GPU tests skip without a GPU)."""
+    """The project's own test suite but e2e's, in parallel workers (compiles for real; GPU tests
+    skip without a GPU)."""
     install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
-    session.run("python", "-m", "pytest", *session.posargs)
+    # worksteal: a worker that runs out takes waiting tests from one still busy with a corpus
+    parallel = ("-n", "auto", "--dist", "worksteal")
+    session.run("python", "-m", "pytest", *parallel, "-m", "not e2e", *session.posargs)
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """The tests that build and run the container images and drive the dashboard in Chromium:
+    minutes of image builds, so a session of their own (.ci/run runs it after `tests`)."""
+    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
+    session.run("python", "-m", "pytest", "-m", "e2e", *session.posargs)
 
 
 @nox.session

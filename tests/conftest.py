@@ -3,9 +3,12 @@ chapter kernels, and whether a GPU and a docker engine are here."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,21 @@ CORPUS = yaml.safe_load((ROOT / "kernels" / "KERNELS.yaml").read_text())  # clas
 ENGINE = images.engine_problem()
 if ENGINE and os.environ.get("MATRIX_REQUIRE_DOCKER"):  # CI: an engine must be there
     raise RuntimeError(f"MATRIX_REQUIRE_DOCKER is set, but {ENGINE}")
-needs_docker = pytest.mark.skipif(ENGINE is not None, reason=f"no-docker: {ENGINE}")
+
+
+def needs_docker(test):
+    """A test that builds or runs a container image for real: `nox -s e2e` runs it, not `tests`,
+    and without an engine it is skipped."""
+    return pytest.mark.e2e(
+        pytest.mark.skipif(ENGINE is not None, reason=f"no-docker: {ENGINE}")(test)
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives a real browser (the `browser` fixture) is e2e's, as docker's are."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +70,25 @@ def gpu(matrix) -> DeviceInfo:
 
 @pytest.fixture(scope="session")
 def compile_cache(tmp_path_factory) -> Path:
-    """One compile cache for the whole suite: keyed by content, it serves every test that
-    compiles what another test compiled already."""
-    return tmp_path_factory.mktemp("compile-cache")
+    """One compile cache for the whole suite, shared by pytest-xdist's workers: keyed by content
+    and written whole or not at all, it serves every test that compiles what another test, in
+    any worker, compiled already."""
+    run_folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's folder lies in the run's
+        run_folder = run_folder.parent
+    cache = run_folder / "compile-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
+@contextlib.contextmanager
+def whole_corpus(compile_cache: Path, target: str) -> Iterator[None]:
+    """Held while a test compiles (and checks on the CPU) every chapter kernel for `target`:
+    another xdist worker about to do the same waits, then finds each build and check in the
+    shared caches, rather than doing them all again at the same time."""
+    with open(compile_cache.parent / f"whole-corpus-{target}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.pipeline.context import RunOptions
 from harness.pipeline.stages import compile_target, run_target
 from harness.run.device import DeviceInfo
-from tests.conftest import CORPUS, ROOT
+from tests.conftest import CORPUS, ROOT, whole_corpus
 
 
 def _options(target, kernels_root, tmp_path, cache):
@@ -37,7 +37,8 @@ def test_chapter_kernels_compile_for_every_target(
     target = matrix.targets[target_name]
     no_gpu = Unavailable("test")
     options = _options(target, ROOT / "kernels", tmp_path, compile_cache)
-    result = run_target(matrix, options, toolchain, no_gpu)
+    with whole_corpus(compile_cache, target_name):
+        result = run_target(matrix, options, toolchain, no_gpu)
     assert result.ok
     kernels = {k.classname: k for k in map(load_kernel, kernel_folders(ROOT / "kernels"))}
     for cell in result.cells:

@@ -30,9 +30,10 @@ from harness.report.history import History, HistorySink, recent_reports
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
-from tests.conftest import ROOT
+from tests.conftest import ROOT, whole_corpus
+from tests.h200_runs import H200, write_kept
 
-KEPT = sorted((ROOT / "docs" / "reports" / "h200").glob("junit-*.xml"))
+KEPT = sorted(H200.glob("junit-*.xml"))
 TARGETS = ["sm_80", "sm_90a", "sm_100a"]
 SCHEMA = etree.XMLSchema(
     etree.parse(str(Path(__file__).parent / "schemas" / "junit-properties.xsd"))
@@ -66,7 +67,8 @@ def cpu_report(matrix, toolchain, compile_cache, tmp_path_factory):
         compile_cache,
         runner="ci-cpu",
     )
-    return run_target(matrix, options, toolchain, Unavailable("no GPU on CI")).files.xml
+    with whole_corpus(compile_cache, "sm_90a"):
+        return run_target(matrix, options, toolchain, Unavailable("no GPU on CI")).files.xml
 
 
 def test_merging_keeps_every_cell_and_suite_distinct(cpu_report, tmp_path):
@@ -421,16 +423,15 @@ def test_the_summary_gives_each_timed_cell_its_clock_and_throttled_samples(tmp_p
     assert "@1400 MHz (3 throttled)" in row
 
 
-H200 = ROOT / "docs" / "reports" / "h200"
-RERUNS = [H200 / "reruns" / run / "junit-sm_90a.xml" for run in ("r1", "r2", "r3")]
+RERUNS = [f"reruns/{run}/junit-sm_90a" for run in ("r1", "r2", "r3")]  # kept compact
 
 
 @pytest.mark.parametrize(("base", "now"), [(0, 1), (0, 2), (1, 2)])
 def test_kept_reruns_of_one_commit_judged_pairwise_give_no_failing_verdict(tmp_path, base, now):
     """Three H200 runs of one commit: the thresholds hold at the time scales reruns show."""
     history = History(tmp_path / "history.sqlite")
-    history.record(load_reports([RERUNS[base]], ["sm_90a"]), "rerun-base")
-    current = load_reports([RERUNS[now]], ["sm_90a"])
+    history.record(load_reports([write_kept(RERUNS[base], tmp_path)], ["sm_90a"]), "rerun-base")
+    current = load_reports([write_kept(RERUNS[now], tmp_path)], ["sm_90a"])
     verdicts = history.compare(current, "rerun-base").verdicts
     assert len(verdicts) == sum(1 for c in current.cells if c.median_us is not None) > 100
     failing = [v for v in verdicts if v.judgement in (Judgement.SLOWER, Judgement.FASTER)]
@@ -774,7 +775,7 @@ def test_the_history_keeps_each_run_s_report_as_it_was_read(tmp_path):
 
 
 def test_a_later_minor_schema_is_read_with_its_new_fields_ignored(tmp_path):
-    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.xml"
+    kept = H200 / "junit-sm_90a.xml"
     data = json.loads(kept.with_suffix(".json").read_text())
     data["schema_version"] = "2.9"
     data["queue_depth"] = 3  # fields a later harness adds, at every level
@@ -795,7 +796,7 @@ def test_a_later_minor_schema_is_read_with_its_new_fields_ignored(tmp_path):
 
 
 def test_a_target_matrix_yaml_lacks_is_merged_and_named():
-    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.xml"
+    kept = H200 / "junit-sm_90a.xml"
     merged = load_reports([kept], ["sm_80", "sm_100a"])
     assert merged.targets == ["sm_90a"] and merged.problems == []
     (said,) = [r for r in merged.remarks if "not in matrix.yaml" in r]
@@ -806,7 +807,7 @@ def test_a_target_matrix_yaml_lacks_is_merged_and_named():
 
 
 def test_two_reports_whose_suites_differ_only_in_spaces_are_one_run_read_twice(tmp_path):
-    kept = ROOT / "docs" / "reports" / "h200" / "junit-sm_80.xml"
+    kept = H200 / "junit-sm_80.xml"
     twin = tmp_path / "twin" / kept.name
     twin.parent.mkdir()
     data = json.loads(kept.with_suffix(".json").read_text())

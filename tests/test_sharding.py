@@ -25,9 +25,10 @@ from harness.pipeline.sharding import (
 from harness.pipeline.stages import run_target
 from harness.report.history import History
 from harness.report.merge import load_reports, read_report, shard_problems
-from tests.conftest import ROOT
+from tests.conftest import ROOT, whole_corpus
+from tests.h200_runs import H200, kept_runs, write_kept
 
-KEPT = ROOT / "docs" / "reports" / "h200" / "junit-sm_90a.json"  # an H200 run's times
+KEPT = H200 / "junit-sm_90a.json"  # an H200 run's times
 PASSED_CASE = "async_copy.prefetch_cp_async_ptx::n67108864_stages2"  # one of its timed cases
 
 
@@ -35,16 +36,17 @@ PASSED_CASE = "async_copy.prefetch_cp_async_ptx::n67108864_stages2"  # one of it
 def four_shards(matrix, toolchain, compile_cache, tmp_path_factory):
     """The corpus's sm_90a in 4 shards, no GPU, weighed by the kept H200 report's times."""
     reports = tmp_path_factory.mktemp("shards")
-    for index in range(1, 5):
-        options = RunOptions(
-            matrix.targets["sm_90a"],
-            (ROOT / "kernels",),
-            reports,
-            compile_cache,
-            runner="box",
-            shard=ShardRequest(index, 4, (KEPT,)),
-        )
-        run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
+    with whole_corpus(compile_cache, "sm_90a"):
+        for index in range(1, 5):
+            options = RunOptions(
+                matrix.targets["sm_90a"],
+                (ROOT / "kernels",),
+                reports,
+                compile_cache,
+                runner="box",
+                shard=ShardRequest(index, 4, (KEPT,)),
+            )
+            run_target(matrix, options, toolchain, Unavailable("no GPU in this test"))
     return reports
 
 
@@ -147,21 +149,22 @@ def test_a_case_weighs_the_median_of_its_runs_not_one_run_s_outlier(tmp_path):
     assert times.said.startswith("median of 3 runs: ")
 
 
-FLEET = sorted((ROOT / "docs" / "reports" / "h200" / "fleet").glob("GPU-*/junit-sm_90a.xml"))
+FLEET = [run for run in kept_runs() if run.startswith("fleet/") and run.endswith("/junit-sm_90a")]
 
 
 def test_a_history_weighs_by_the_median_of_its_last_runs_of_the_target(tmp_path):
     """A history (the aggregate's, handed to every shard) is read without a change: each of its
     newest runs of the target is a run, as its report would be."""
+    fleet = [write_kept(run, tmp_path) for run in FLEET]  # 13 H200s' sm_90a reports
     history_path = tmp_path / "history.sqlite"
     history = History(history_path)
-    for index, path in enumerate(FLEET):
+    for index, path in enumerate(fleet):
         history.record(load_reports([path], ["sm_90a"]), f"{index:040x}")
     history.close()
     before = history_path.read_bytes()
     from_history = times_of([history_path], "sm_90a")
-    newest = [path.with_suffix(".json") for path in FLEET[-HISTORY_RUNS:]]
-    assert len(FLEET) > HISTORY_RUNS  # the older runs weigh nothing
+    newest = [path.with_suffix(".json") for path in fleet[-HISTORY_RUNS:]]
+    assert len(fleet) > HISTORY_RUNS  # the older runs weigh nothing
     assert from_history.seconds == times_of(newest, "sm_90a").seconds
     assert from_history.said == f"median of {HISTORY_RUNS} runs: {history_path}"
     assert history_path.read_bytes() == before

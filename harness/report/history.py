@@ -18,7 +18,7 @@ import zlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.model import codec
@@ -140,7 +140,7 @@ def open_history(path: Path) -> tuple[History, str | None]:
     try:
         return History(path), None
     except HistoryError as error:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         kept = path.with_name(f"{path.name}.unreadable-{stamp}")
         try:
             os.replace(path, kept)

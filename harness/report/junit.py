@@ -11,7 +11,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.model.cell import ABComparison, Cell, Report
@@ -98,7 +98,7 @@ def _suite(report: Report) -> Iterator[str]:
         "skipped": str(count[Outcome.SKIPPED]),
         # the run's wall time, as JUnit readers show it; a run still going: its cells' sum so far
         "time": f"{_suite_seconds(report):.3f}",
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     yield f"  <testsuite{_attributes(suite)}>\n    <properties>\n"
     for key, value in (
