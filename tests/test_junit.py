@@ -543,6 +543,18 @@ def test_a_run_that_compiled_nothing_and_ran_nothing_still_has_real_times(
     assert "add_one" in page.read_text()
 
 
+def test_cells_of_a_kernel_the_target_cannot_express_say_the_time_that_found_it(
+    matrix, toolchain, compile_cache, tmp_path
+):
+    options = RunOptions(
+        matrix.targets["sm_80"], (PLANTED,), tmp_path, compile_cache, select="planted.needs_sm90"
+    )
+    report = run_target(matrix, options, toolchain, Unavailable("no GPU in this test")).report
+    assert report.cells and all(
+        c.skip_reason is SkipReason.TARGET_UNSUPPORTED and c.seconds > 0 for c in report.cells
+    ), [(c.name, c.skip_reason, c.seconds) for c in report.cells]
+
+
 def test_a_reader_that_shows_names_alone_still_tells_every_cell_apart(cpu_run, tmp_path):
     """xunit-viewer's console lists testcase names without their classname: across kernels
     and targets no two of them may read the same, and each says its kernel and target."""

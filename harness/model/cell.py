@@ -155,6 +155,9 @@ class Judgement(enum.Enum):
         return self in _MEASURED
 
 
+# A cell's time however quick: JUnit keeps six decimals, and readers divide by it, so never 0
+SHORTEST_SECONDS = 1e-6
+
 _MEASURED = frozenset((Judgement.SAME, Judgement.FASTER, Judgement.SLOWER, Judgement.AMBIGUOUS))
 # What an A/B can say, in the order it is counted (a verdict's are in harness.report.verdict)
 AB_JUDGEMENTS = tuple(j for j in Judgement if j is not Judgement.GPU_SHARED)

@@ -5,12 +5,13 @@ skipped target-unsupported, so that no cell of the report goes missing."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.compile.nvcc import Compiled, Compiler, failure_line
 from harness.compile.toolchain import gpu_codes
-from harness.model.cell import Cell, CompileFacts
+from harness.model.cell import SHORTEST_SECONDS, Cell, CompileFacts
 from harness.model.declared import DeclaredCase
 from harness.model.discovery import Kernel
 from harness.model.errors import KernelFailed, Skip, Unavailable
@@ -54,14 +55,18 @@ def compile_kernels(
     expressible = [k for k in kernels if target.expresses(k.declared.requires)]
     for kernel in kernels:
         if kernel not in expressible:
+            started = time.perf_counter()  # its cells' time: the finding that the target cannot
             why = (
                 f"{kernel.classname} needs {kernel.declared.requires}; target {target.name} emits "
                 f"{target.sass}, which cannot express it"
             )
             unsupported = Skip(SkipReason.TARGET_UNSUPPORTED, why)
-            compiles = [compile_cell_of(defines) for defines in kernel.builds]
-            for planned in [*compiles, *owed(kernel)]:
-                cells.append(settled_cell(kernel, planned, target, provenance, unsupported))
+            planned = [*(compile_cell_of(defines) for defines in kernel.builds), *owed(kernel)]
+            skipped = [settled_cell(kernel, p, target, provenance, unsupported) for p in planned]
+            share = max((time.perf_counter() - started) / len(skipped), SHORTEST_SECONDS)
+            for cell in skipped:
+                cell.seconds = share
+            cells += skipped
     pairs = [(kernel, defines) for kernel in expressible for defines in kernel.builds]
     builds = _compile(context, pairs)
     for kernel, defines in pairs:

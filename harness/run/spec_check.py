@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from harness.model.build_options import define_flags
-from harness.model.cell import Resources
+from harness.model.cell import SHORTEST_SECONDS, Resources
 from harness.model.discovery import Kernel, KernelFolder, LoadedKernel, load_kernel
 from harness.model.errors import SpecError
 from harness.model.matrix import Target
@@ -52,7 +52,6 @@ from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)
-MIN_SECONDS = 1e-6  # a cell's time, however quick: JUnit's precision, and never 0
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,7 @@ def check_kernels(
             names = kernel.case_names
             if cache.served(kernel.classname, key, names, budget_s):
                 # each case's time is its share of the look-up: > 0, as readers divide by it
-                share = max((time.perf_counter() - started) / len(names), MIN_SECONDS)
+                share = max((time.perf_counter() - started) / len(names), SHORTEST_SECONDS)
                 served[kernel.classname] = dict.fromkeys(names, CaseCheck(None, share, True))
                 continue
         jobs.append((spec_file, plan))
