@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from harness import sandbox
 from harness.model import spec_children
 from harness.model.cell import Resources
 from harness.model.discovery import Kernel, kernel_folders
@@ -79,7 +80,9 @@ def _kernels(tree, names):
     return [Kernel(f.chapter, f.name, f.folder, read[f.spec_file]) for f in folders]
 
 
-def _check(monkeypatch, matrix, kernels, cache_dir, target="sm_90a", resources=None):
+def _check(
+    monkeypatch, matrix, kernels, cache_dir, target="sm_90a", resources=None, confinement=None
+):
     """A run's check of `kernels` with the cache in `cache_dir`: what it found, and the kernels
     whose spec a child was started for."""
     started = []
@@ -89,8 +92,9 @@ def _check(monkeypatch, matrix, kernels, cache_dir, target="sm_90a", resources=N
         return spec_children.in_spec_children(jobs, *rest)
 
     monkeypatch.setattr(spec_check, "in_spec_children", counted)
+    cache = CheckCache(cache_dir)
     found = spec_check.check_kernels(
-        kernels, resources or {}, matrix.targets[target], 30, cache=CheckCache(cache_dir)
+        kernels, resources or {}, matrix.targets[target], 30, confinement, cache=cache
     )
     return found, sorted(started)
 
@@ -193,6 +197,35 @@ def test_a_check_that_draws_fresh_entropy_is_never_kept(tmp_path, matrix, monkey
     assert started == ["draws"]
 
 
+def test_a_check_that_writes_a_file_is_never_kept(tmp_path, matrix, monkeypatch):
+    """Where it may write differs from run to run (each protects its own reports), so what a
+    writing check answers may too."""
+    tree = tmp_path / "kernels"
+    shutil.copytree(FIXTURES, tree)
+    _plant(tree, "writes", f"open({str(tmp_path / 'note.txt')!r}, 'w').write('1')")
+    kernels = _kernels(tree, ["writes"])
+    first, _ = _check(monkeypatch, matrix, kernels, tmp_path / "cache")
+    assert first["planted.writes"]["n1"].finding is None
+    _, started = _check(monkeypatch, matrix, kernels, tmp_path / "cache")
+    assert started == ["writes"]
+
+
+@pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"{sandbox.unavailable()}")
+def test_runs_that_protect_other_reports_folders_are_served_the_same_answers(
+    tree, tmp_path, matrix, monkeypatch
+):
+    """A run's specs may not write its reports or cache; another run's reports folder is
+    another folder, and its check answers the same."""
+    kernels = _kernels(tree, ["sound", "reads_data"])
+    first = sandbox.for_specs((tmp_path / "reports",))
+    _, started = _check(monkeypatch, matrix, kernels, tmp_path / "cache", confinement=first)
+    assert started == ["reads_data", "sound"]
+    other = sandbox.for_specs((tmp_path / "warm",))
+    found, started = _check(monkeypatch, matrix, kernels, tmp_path / "cache", confinement=other)
+    assert started == []
+    assert all(check.cached for cases in found.values() for check in cases.values())
+
+
 @pytest.mark.parametrize(
     "path", ["/tmp/a\0b", "/dev/zero"], ids=["a NUL in a path", "a device that never ends"]
 )
@@ -200,10 +233,13 @@ def test_what_a_child_says_it_read_cannot_break_the_run(tmp_path, path):
     """A spec's child sends its reads as it likes: one no file can be, or one that reads
     forever, is no entry, and no crash or hang."""
     cache = CheckCache(tmp_path / "cache")
-    cache.keep("planted.sound", "k", {"n1": 0.1}, check_cache.Reads((path,), (), {}, False))
+    cache.keep("planted.sound", "k", {"n1": 0.1}, check_cache.Reads((path,), (), {}, False, False))
     assert not cache.served("planted.sound", "k", ["n1"], 60)
     cache.keep(
-        "planted.sound", "k", {"n1": 0.1}, check_cache.Reads((), (path,), {path: None}, False)
+        "planted.sound",
+        "k",
+        {"n1": 0.1},
+        check_cache.Reads((), (path,), {path: None}, False, False),
     )
     served = cache.served("planted.sound", "k", ["n1"], 60)
     assert served == ("\0" not in path)  # /dev/zero as a package's file: only its stat is read

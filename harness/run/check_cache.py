@@ -10,7 +10,9 @@ an answer with no finding under `<cache>/checks/<kernel>/<key>.json`, each file 
 SHA-256 (a package of the installation: each module file's size and time, as pip leaves them),
 and serves it on a later run only while every one of them is as it was. An answer whose check
 drew fresh entropy (its own unseeded RNG, os.urandom) is never kept; the check's own inputs come
-from a fixed seed.
+from a fixed seed. Nor is one that wrote a file: where it may write is the one thing that differs
+between runs confined alike (each protects its own reports and cache folders), so a check that
+writes nothing answers the same under any of them, and the key leaves those folders out.
 
 Entries carry the compile cache's MAC (HMAC-SHA256, keyed by the cache's key, over where the
 entry lies and what it says): one a spec's child wrote, copied from another kernel, or that is
@@ -66,13 +68,14 @@ def entry_key(spec_file: Path, plan: Mapping[str, Any], confinement: str | None)
 class Reads:
     """What a spec's child read while its cases were checked: files and folders outside the
     interpreter's installation (the harness's included), module files of the installation's
-    packages, environment variables (each by its value's SHA-256, None where unset), and
-    whether it drew fresh entropy."""
+    packages, environment variables (each by its value's SHA-256, None where unset), whether it
+    drew fresh entropy, and whether it opened a file to write."""
 
     files: tuple[str, ...]
     installed: tuple[str, ...]
     environ: Mapping[str, str | None]
     drew_entropy: bool
+    wrote: bool
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,7 @@ class Reads:
             "installed": list(self.installed),
             "environ": dict(self.environ),
             "drew_entropy": self.drew_entropy,
+            "wrote": self.wrote,
         }
 
     @classmethod
@@ -88,12 +92,12 @@ class Reads:
         if not isinstance(data, dict):
             raise ValueError(f"reads are a {type(data).__name__}")
         files, installed = _strings(data.get("files")), _strings(data.get("installed"))
-        environ, drew = data.get("environ"), data.get("drew_entropy")
+        environ, drew, wrote = data.get("environ"), data.get("drew_entropy"), data.get("wrote")
         if not (isinstance(environ, dict) and _optional_strings(environ)):
             raise ValueError("the environment read is malformed")
-        if not isinstance(drew, bool):
-            raise ValueError("whether it drew entropy is unsaid")
-        return cls(files, installed, environ, drew)
+        if not (isinstance(drew, bool) and isinstance(wrote, bool)):
+            raise ValueError("whether it drew entropy or wrote is unsaid")
+        return cls(files, installed, environ, drew, wrote)
 
 
 class ReadRecorder:
@@ -128,7 +132,8 @@ class ReadRecorder:
             elif place == "installed":
                 installed.append(path)
         drew = self._drew_entropy or _rng_states() != self._rng_states
-        return Reads(tuple(files), tuple(installed), dict(self._environ), drew)
+        wrote = any(_writes(flags) for _, flags in self._heard)
+        return Reads(tuple(files), tuple(installed), dict(self._environ), drew, wrote)
 
     def _hear(self, event: str, args: tuple[object, ...]) -> None:
         # an audit hook that raises breaks what was audited: it only notes, and only ours
@@ -194,6 +199,11 @@ def _readable_path(path: object, flags: object) -> str | None:
         with contextlib.suppress(TypeError, ValueError):
             return os.fsdecode(path) or "."
     return None
+
+
+def _writes(flags: object) -> bool:
+    """Whether an open's flags ask to write (a listing has none)."""
+    return isinstance(flags, int) and flags & os.O_ACCMODE != os.O_RDONLY
 
 
 def _derived(path: str) -> bool:
@@ -292,10 +302,10 @@ class CheckCache:
 
     def keep(self, classname: str, key: str, seconds: Mapping[str, float], reads: Reads) -> None:
         """The answer of a check that found nothing, kept with what it read as it is now. Not
-        kept where the check drew fresh entropy or read a device, nor where the cache cannot be
-        written (the answer stands; the next run checks again)."""
+        kept where the check drew fresh entropy, wrote a file or read a device, nor where the
+        cache cannot be written (the answer stands; the next run checks again)."""
         mac_key = self._mac_key
-        if mac_key is None or reads.drew_entropy:
+        if mac_key is None or reads.drew_entropy or reads.wrote:
             return
         try:  # what the child said it read may name anything
             files = {path: self._fingerprint(path) for path in reads.files}

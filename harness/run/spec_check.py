@@ -103,7 +103,9 @@ def check_kernels(
     has changed (None: every kernel is checked)."""
     stand_in = stand_in_for(target)
     budget_s = timeout_s * max((len(k.declared.cases) for k in kernels), default=1)
-    confined = confinement.to_json() if confinement else None
+    # confined alike, less the run's own folders (its reports, its cache) it may not write in:
+    # a check that wrote anything is never kept, so where it may write changes no kept answer
+    confined = dataclasses.replace(confinement, read_only=()).to_json() if confinement else None
     served: dict[str, dict[str, CaseCheck]] = {}
     jobs: list[tuple[Path, dict[str, Any]]] = []
     keys: dict[str, str] = {}
