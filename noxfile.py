@@ -15,8 +15,9 @@ repository runs its own harness with them, and adds its test suite and lint.
     nox -s base-image     make the Debian base image locally, where no registry serves one
     nox -s gha-matrix     the GitHub Actions job matrix, as JSON
     nox -s report         merge reports: merged.xml, summary.md, dashboard.html, history
-    nox -s tests          the project's own test suite, in parallel, but for e2e's tests
-    nox -s e2e            the tests that build the images and drive the dashboard in Chromium
+    nox -s tests          the project's own test suite, in parallel, but for corpus's and e2e's
+    nox -s corpus         the tests that take the book's whole corpus through the flow, per target
+    nox -s e2e            the tests that build the images, install the wheel and drive the dashboard
     nox -s lint           ruff, mypy, the stages' import contract, actionlint, zizmor
 
 On a machine without a registry (a GPU box with its own Python), `nox --no-venv -s test-sm90`
@@ -42,22 +43,35 @@ PROJECT = add_sessions(
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
+# One pytest worker per core; worksteal: a worker that runs out takes waiting tests from one
+# still busy with a long one
+PARALLEL = ("-n", "auto", "--dist", "worksteal")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The project's own test suite but e2e's, in parallel workers (compiles for real; GPU tests
-    skip without a GPU)."""
+    """The project's own test suite but corpus's and e2e's, in parallel workers (compiles its
+    fixtures for real; GPU tests skip without a GPU)."""
     install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
-    # worksteal: a worker that runs out takes waiting tests from one still busy with a corpus
-    parallel = ("-n", "auto", "--dist", "worksteal")
-    session.run("python", "-m", "pytest", *parallel, "-m", "not e2e", *session.posargs)
+    quick = ("-m", "not corpus and not e2e")
+    session.run("python", "-m", "pytest", *PARALLEL, *quick, *session.posargs)
+
+
+@nox.session
+def corpus(session: nox.Session) -> None:
+    """The tests that take the book's 26 kernels through the flow, cold, for each target: every
+    one compiled and every case checked on the CPU (what `check` does), sharded, and run on
+    fake GPUs. Minutes of nvcc and numpy on a small machine, so a session of their own (.ci/run
+    runs it after `tests`)."""
+    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
+    session.run("python", "-m", "pytest", *PARALLEL, "-m", "corpus", *session.posargs)
 
 
 @nox.session
 def e2e(session: nox.Session) -> None:
-    """The tests that build and run the container images and drive the dashboard in Chromium:
-    minutes of image builds, so a session of their own (.ci/run runs it after `tests`)."""
+    """The tests that build and run the container images, install the wheel into a fresh
+    virtualenv from the package index, and drive the dashboard in Chromium: minutes of image
+    builds and downloads, so a session of their own (.ci/run runs it after `tests`)."""
     install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
     session.run("python", "-m", "pytest", "-m", "e2e", *session.posargs)
 

@@ -37,6 +37,11 @@ def _fake_nvcc(folder: Path, version: str, body: str) -> Path:
     return nvcc
 
 
+# An nvcc that hangs in a kernel's compile, and answers the harness's questions of it (its
+# targets, its include folders) with nothing at once, so that a run reaches its compile stage
+HANGS_IN_ITS_COMPILE = 'case " $* " in *" -fatbin "*) sleep 60;; esac\n'
+
+
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{old!r} not in {path}"
@@ -453,7 +458,7 @@ def test_a_run_killed_before_its_compile_stage_ends_leaves_no_stale_report(tmp_p
     reports = work / "reports"
     reports.mkdir()
     (reports / "junit-sm_90a.json").write_text('{"the last run": "complete"}')
-    nvcc = _fake_nvcc(work, "13.0.88", "sleep 60\n")  # a hung nvcc
+    nvcc = _fake_nvcc(work, "13.0.88", HANGS_IN_ITS_COMPILE)
     folders = ["--kernels", str(work / "kernels"), "--reports", str(reports)]
     run = subprocess.Popen(
         [sys.executable, "-m", "harness", "test", "sm_90a", *folders, "--cache", str(work / "c")],
@@ -488,7 +493,7 @@ def test_a_run_killed_before_its_compile_stage_ends_leaves_no_stale_report(tmp_p
 def test_ctrl_c_during_a_compile_ends_the_run_with_one_line(tmp_path):
     work = tmp_path / "work"
     shutil.copytree(PLANTED / "planted" / "add_one", work / "kernels" / "planted" / "add_one")
-    nvcc = _fake_nvcc(work, "13.0.88", "sleep 60\n")
+    nvcc = _fake_nvcc(work, "13.0.88", HANGS_IN_ITS_COMPILE)
     folders = ["--kernels", str(work / "kernels"), "--reports", str(work / "reports")]
     run = subprocess.Popen(
         [sys.executable, "-m", "harness", "test", "sm_90a", *folders, "--cache", str(work / "c")],

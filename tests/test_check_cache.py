@@ -1,6 +1,7 @@
-"""The CPU check's cache: a kernel whose check found nothing is not checked again while nothing
-its check reads has changed (its spec, the modules it imports, the files it opens, the variables
-it looks up, the plan it is sent); anything else about an entry is a miss, never a crash."""
+"""The CPU check's cache: a kernel whose check found nothing is not checked again, for its
+target or another, while nothing its check reads has changed (its spec, the modules it imports,
+the files it opens, the variables it looks up) and what it asked of the device is answered alike;
+anything else about an entry is a miss, never a crash."""
 
 from __future__ import annotations
 
@@ -59,11 +60,15 @@ def _spec(body: str) -> str:
 
 @pytest.fixture
 def tree(tmp_path):
-    """The planted spec checks, with `planted.reads_data` (READS) beside them."""
+    """The planted spec checks, with `planted.reads_data` (READS) beside them, and two that
+    size their problem by the device: `planted.sm_sized` by its SM count, `planted.occupancy_sized`
+    by how many blocks of add_one an SM holds."""
     tree = tmp_path / "kernels"
     shutil.copytree(FIXTURES, tree)
     _plant(tree, "reads_data", READS)
     (tree / "planted" / "reads_data" / "scale.txt").write_text("1.0\n")
+    _plant(tree, "sm_sized", "assert device.sm_count > 0")
+    _plant(tree, "occupancy_sized", "assert device.max_blocks_per_sm('add_one', 256, 40000) > 0")
     return tree
 
 
@@ -132,20 +137,27 @@ REGISTERS_64 = {"add_one": Resources(registers=64, smem_bytes=0, spill_bytes=0, 
     ("change", "checked_again"),
     [
         ("its spec.py", ["reads_data"]),
-        ("a module its spec imports", ["reads_data", "sound"]),  # both import add_problem.py
+        # all four import add_problem.py
+        ("a module its spec imports", ["occupancy_sized", "reads_data", "sm_sized", "sound"]),
         ("a file it opens", ["reads_data"]),
         ("a file it opens, gone", ["reads_data"]),
         ("a variable it looks up", ["reads_data"]),
-        ("its build's resources", ["reads_data"]),
-        ("the target", ["reads_data", "sound"]),
+        # the occupancy it asked for is another; what the others asked (has the build add_one?)
+        # is answered alike
+        ("its build's resources", ["occupancy_sized"]),
+        # sm_80's stand-in has fewer SMs, and less shared memory for blocks of add_one
+        ("the target", ["occupancy_sized", "sm_sized"]),
     ],
 )
 def test_a_change_to_what_a_check_reads_checks_it_again(
     tree, tmp_path, matrix, monkeypatch, change, checked_again
 ):
     monkeypatch.delenv(VARIABLE, raising=False)
-    kernels = _kernels(tree, ["sound", "reads_data"])
-    built = {("planted.reads_data", ()): REGISTERS_32}
+    kernels = _kernels(tree, ["sound", "reads_data", "sm_sized", "occupancy_sized"])
+    built = {
+        (f"planted.{name}", ()): REGISTERS_32
+        for name in ("sound", "reads_data", "sm_sized", "occupancy_sized")
+    }
     _check(monkeypatch, matrix, kernels, tmp_path / "cache", resources=built)
     _, started = _check(monkeypatch, matrix, kernels, tmp_path / "cache", resources=built)
     assert started == []
@@ -162,7 +174,7 @@ def test_a_change_to_what_a_check_reads_checks_it_again(
     elif change == "a variable it looks up":
         monkeypatch.setenv(VARIABLE, "2.0")
     elif change == "its build's resources":
-        built = {("planted.reads_data", ()): REGISTERS_64}
+        built = {key: REGISTERS_64 for key in built}
     else:
         target = "sm_80"
     found, started = _check(
@@ -233,15 +245,12 @@ def test_what_a_child_says_it_read_cannot_break_the_run(tmp_path, path):
     """A spec's child sends its reads as it likes: one no file can be, or one that reads
     forever, is no entry, and no crash or hang."""
     cache = CheckCache(tmp_path / "cache")
-    cache.keep("planted.sound", "k", {"n1": 0.1}, check_cache.Reads((path,), (), {}, False, False))
-    assert not cache.served("planted.sound", "k", ["n1"], 60)
-    cache.keep(
-        "planted.sound",
-        "k",
-        {"n1": 0.1},
-        check_cache.Reads((), (path,), {path: None}, False, False),
-    )
-    served = cache.served("planted.sound", "k", ["n1"], 60)
+    reads = check_cache.Reads((path,), (), {}, False, False)
+    cache.keep("planted.sound", "k", {"n1": 0.1}, reads, [])
+    assert not cache.served("planted.sound", "k", ["n1"], 60, lambda facts: True)
+    reads = check_cache.Reads((), (path,), {path: None}, False, False)
+    cache.keep("planted.sound", "k", {"n1": 0.1}, reads, [])
+    served = cache.served("planted.sound", "k", ["n1"], 60, lambda facts: True)
     assert served == ("\0" not in path)  # /dev/zero as a package's file: only its stat is read
 
 

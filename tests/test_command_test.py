@@ -30,6 +30,7 @@ def _options(target, kernels_root, tmp_path, cache):
     )
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("target_name", ["sm_80", "sm_90a", "sm_100a"])
 def test_chapter_kernels_compile_for_every_target(
     matrix, toolchain, compile_cache, tmp_path, target_name

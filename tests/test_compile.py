@@ -379,10 +379,16 @@ def _fake_nvcc(folder, body):
     return find_toolchain({"NVCC": str(fake)})
 
 
+def _in_its_compile(body):
+    """A fake nvcc's body that runs in a kernel's compile only: the harness's questions of nvcc
+    (its include folders) get nothing at once, so the compile is what the test times."""
+    return f'case " $* " in *" -fatbin "*) {body};; esac\n'
+
+
 def test_a_hanging_nvcc_times_out_in_its_own_cell_and_takes_its_children(matrix, add_one, tmp_path):
     """As a real nvcc's cc1plus would, the fake's child outlives nvcc unless the group goes."""
     child = tmp_path / "child.pid"
-    hung = _fake_nvcc(tmp_path, f"sleep 60 & echo $! > {child}\nsleep 60\n")
+    hung = _fake_nvcc(tmp_path, _in_its_compile(f"sleep 60 & echo $! > {child}; sleep 60"))
     compiler = Compiler(hung, tmp_path / "cache", timeout_s=1)
     started = time.monotonic()
     result = compiler.compile(add_one, matrix.targets["sm_90a"])
@@ -398,7 +404,8 @@ def test_a_hanging_nvcc_times_out_in_its_own_cell_and_takes_its_children(matrix,
 def test_an_nvcc_that_starts_after_an_interrupt_is_killed_at_once(matrix, add_one, tmp_path):
     """Ctrl-C can land between a compile's scratch file and its nvcc's start, where killing
     the running ones misses it: that nvcc must not hold the run for its whole length."""
-    compiler = Compiler(_fake_nvcc(tmp_path, "sleep 60\n"), tmp_path / "cache", timeout_s=120)
+    hangs = _fake_nvcc(tmp_path, _in_its_compile("sleep 60"))
+    compiler = Compiler(hangs, tmp_path / "cache", timeout_s=120)
     compiler._kill_running()  # the interrupt, before this compile's nvcc exists
     started = time.monotonic()
     result = compiler.compile(add_one, matrix.targets["sm_90a"])

@@ -18,7 +18,7 @@ KINDS = ("test", "sanitize", "ab", "build")
 def test_sessions_follow_the_matrix(matrix):
     per_target = [f"{kind}-{t.session}" for t in matrix.targets.values() for kind in KINDS]
     expected = [*per_target, "compile", "check", "report", "base-image", "gha-matrix"]
-    expected += ["tests", "lint"]
+    expected += ["tests", "corpus", "e2e", "lint"]
     listed = subprocess.run(
         [sys.executable, "-m", "nox", "-l", "--json", "-s", *expected],
         capture_output=True,
@@ -33,7 +33,7 @@ def test_sessions_follow_the_matrix(matrix):
             assert target.name in described[f"{kind}-{target.session}"]
         for kind in ("test", "sanitize"):
             assert "in the image or on the host" in described[f"{kind}-{target.session}"]
-    for name in ("compile", "check", "tests", "lint"):
+    for name in ("compile", "check", "tests", "corpus", "e2e", "lint"):
         assert described[name]
 
 

@@ -18,6 +18,9 @@ from harness.model.matrix import load_matrix
 from tests.conftest import ROOT, needs_docker
 
 CONSUMER = ROOT / "tests" / "fixtures" / "consumer"
+# Each test installs the wheel into a fresh virtualenv, its dependencies from the package index:
+# end to end, as a user's `pip install` is (`nox -s e2e`)
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,7 @@ def cpu_report(matrix, toolchain, compile_cache, tmp_path_factory):
         return run_target(matrix, options, toolchain, Unavailable("no GPU on CI")).files.xml
 
 
+@pytest.mark.corpus
 def test_merging_keeps_every_cell_and_suite_distinct(cpu_report, tmp_path):
     files = [*KEPT, cpu_report]
     merged = load_reports(files, TARGETS)
@@ -102,6 +103,7 @@ def test_bad_inputs_are_named_and_the_rest_still_merges(tmp_path):
     assert "target `sm_80`: MISSING" in summary and "unreadable input" in summary
 
 
+@pytest.mark.corpus
 def test_a_kernel_that_never_ran_is_flagged(cpu_report):
     merged = load_reports([cpu_report], TARGETS)
     assert "async_hopper.sgemm_cp_async" in merged.never_ran()
@@ -296,6 +298,7 @@ def test_an_out_that_is_a_file_is_refused_before_anything_is_recorded(tmp_path):
     assert out.read_text() == "mine" and not db.exists()
 
 
+@pytest.mark.corpus
 def test_strict_fails_when_a_kernel_never_ran(cpu_report, tmp_path):
     lenient = _report(cpu_report, "--out", tmp_path, "--db", tmp_path / "h.sqlite")
     assert lenient.returncode == 0

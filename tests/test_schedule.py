@@ -59,6 +59,7 @@ def _ran(cells):
     return [c for c in cells if c.skip_reason is not SkipReason.TARGET_UNSUPPORTED]
 
 
+@pytest.mark.corpus
 def test_four_fake_gpus_run_every_cell_once_balanced_by_expected_time(
     matrix, toolchain, compile_cache, tmp_path
 ):
@@ -77,6 +78,7 @@ def test_four_fake_gpus_run_every_cell_once_balanced_by_expected_time(
     assert [c.name for c in second] == [c.name for c in first]  # the report's order is the book's
 
 
+@pytest.mark.corpus
 def test_a_crash_on_one_gpu_fails_its_case_and_restarts_only_that_worker(
     matrix, toolchain, compile_cache, tmp_path, monkeypatch
 ):
@@ -95,6 +97,7 @@ def test_a_crash_on_one_gpu_fails_its_case_and_restarts_only_that_worker(
     assert starts[2] - len(kernels_on[2]) in (0, 1)
 
 
+@pytest.mark.corpus
 def test_each_kernel_runs_in_workers_of_its_own(matrix, toolchain, compile_cache, tmp_path):
     """No worker serves two kernels, so no spec is in a process that judges another's cells."""
     cells, _ = _run(matrix, toolchain, compile_cache, tmp_path, 2)
@@ -152,6 +155,7 @@ def test_cases_are_prepared_ahead_as_far_as_the_memory_set_aside_holds():
     assert 0 < ahead_memory() <= AHEAD_MEMORY_MAX
 
 
+@pytest.mark.corpus
 @pytest.mark.parametrize("gpus", [1])
 def test_one_fake_gpu_numbers_its_cells_zero(matrix, toolchain, compile_cache, tmp_path, gpus):
     cells, _ = _run(matrix, toolchain, compile_cache, tmp_path, gpus)

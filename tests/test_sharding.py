@@ -50,6 +50,7 @@ def four_shards(matrix, toolchain, compile_cache, tmp_path_factory):
     return reports
 
 
+@pytest.mark.corpus
 def test_four_shards_hold_every_cell_of_the_target_once_and_are_balanced(four_shards):
     files = sorted(four_shards.glob("junit-sm_90a-shard*of4.xml"))
     assert [f.name for f in files] == [f"junit-sm_90a-shard{i}of4.xml" for i in range(1, 5)]
@@ -81,6 +82,7 @@ def _report(*args, cwd):
     )
 
 
+@pytest.mark.corpus
 def test_a_missing_shard_is_named_and_the_report_says_not_ok_and_fails(four_shards, tmp_path):
     kept = [
         f for f in sorted(four_shards.glob("junit-sm_90a-shard*of4.*")) if "shard2" not in f.name
@@ -101,6 +103,7 @@ def test_a_missing_shard_is_named_and_the_report_says_not_ok_and_fails(four_shar
     assert done.stdout.splitlines()[0] == first
 
 
+@pytest.mark.corpus
 def test_shards_planned_apart_and_a_cell_in_two_shards_are_named(four_shards):
     files = sorted(four_shards.glob("junit-sm_90a-shard*of4.xml"))
     first, second, *rest = [read_report(path) for path in files]

@@ -20,12 +20,18 @@ from harness.pipeline.checking import CHECKED
 from harness.pipeline.context import RunOptions
 from harness.pipeline.stages import run_target
 from harness.run.packing import bits_of, layout_of, packed
-from harness.run.spec_check import STAND_INS, blocks_per_sm, problem_finding
+from harness.run.spec_check import problem_finding
+from harness.run.stand_in import STAND_INS, DeviceFacts, FactLog, blocks_per_sm
 from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture
 from tests.conftest import ROOT, whole_corpus
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spec_checks"
 H100 = STAND_INS[9]
+
+
+def _finding_on_h100(problem, entries):
+    """problem_finding of a build with `entries` (None: no build) on the H100 stand-in."""
+    return problem_finding(problem, FactLog(DeviceFacts((9, 0), H100, {(): entries})), ())
 
 
 def _cases(xml) -> dict[str, tuple[str, str]]:
@@ -80,6 +86,7 @@ def test_check_on_a_cpu_makes_each_broken_spec_an_error_cell_and_fails(tmp_path)
     assert "planted.wrong_reference::n1[sm_90a]" in done.stdout
 
 
+@pytest.mark.corpus
 def test_every_shipped_case_checks_clean_on_a_cpu(matrix, toolchain, compile_cache, tmp_path):
     options = RunOptions(
         matrix.targets["sm_90a"], (ROOT / "kernels",), tmp_path, compile_cache, runner="ci"
@@ -182,7 +189,7 @@ def test_a_struct_is_packed_as_a_c_compiler_lays_it_out():
     ],
 )
 def test_a_launch_no_gpu_could_take_is_named(launch, said):
-    found = problem_finding(_problem(launch), {"k": Resources(32, 0, 0, 0)}, H100)
+    found = _finding_on_h100(_problem(launch), {"k": Resources(32, 0, 0, 0)})
     assert found is not None and said in found, found
 
 
@@ -192,7 +199,7 @@ def test_steps_constants_and_accumulated_outputs_no_gpu_could_take_are_named():
 
     def found(**fields):
         problem = dataclasses.replace(_problem(sound), **fields)
-        return problem_finding(problem, entries, H100)
+        return _finding_on_h100(problem, entries)
 
     assert found(launches=(Memset("x"), sound), accumulated=("y",)) is None
     assert found(launches=(Memset("z"), sound)) == (
@@ -213,16 +220,16 @@ def test_bf16_and_fp8_scalars_go_as_their_bits():
     assert bits_of(ml_dtypes.float8_e5m2(2.0)) == np.uint8(0x40)
     assert type(bits_of(np.float16(1.0))) is np.float16  # cuda.core packs fp16 itself
     launch = Launch("k", (1, 1, 1), (32, 1, 1), (Scalar(ml_dtypes.bfloat16(1.5)),))
-    assert problem_finding(_problem(launch), {"k": Resources(32, 0, 0, 0)}, H100) is None
+    assert _finding_on_h100(_problem(launch), {"k": Resources(32, 0, 0, 0)}) is None
 
 
 def test_a_sound_launch_and_buffers_that_are_no_arrays():
     sound = Launch("k", (4, 1, 1), (32, 1, 1), (Buf("x"), Buf("y"), Scalar(np.int32(8))))
-    assert problem_finding(_problem(sound), {"k": Resources(32, 0, 0, 0)}, H100) is None
-    assert problem_finding(_problem(sound), None, H100) is None  # no build: entries not held
-    listed = problem_finding(_problem(sound, x=[1.0, 2.0]), None, H100)
+    assert _finding_on_h100(_problem(sound), {"k": Resources(32, 0, 0, 0)}) is None
+    assert _finding_on_h100(_problem(sound), None) is None  # no build: entries not held
+    listed = _finding_on_h100(_problem(sound, x=[1.0, 2.0]), None)
     assert listed == "input 'x' is a list, not a numpy array"
-    assert problem_finding(_problem(), None, H100) == "the problem launches nothing"
+    assert _finding_on_h100(_problem(), None) == "the problem launches nothing"
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a", "sm_100a"])

@@ -1,14 +1,18 @@
 """CPU check answers kept beside the compile cache, served while nothing the check read changed.
 
-A kernel's check on the CPU (harness.run.spec_check) is a function of what its spec's child was
-given (the plan: target, stand-in device, each build's resources; its confinement), of the
-interpreter it ran in (its version, installation and import path), and of what it read: its
-spec.py, the modules the spec imports (the harness's own among them), the files it opens, the
-folders it lists and the environment variables it looks up. The child records those as it runs
-(ReadRecorder: an audit hook on opens and listings, sys.modules' files at the end); the run keeps
-an answer with no finding under `<cache>/checks/<kernel>/<key>.json`, each file it read with its
-SHA-256 (a package of the installation: each module file's size and time, as pip leaves them),
-and serves it on a later run only while every one of them is as it was. An answer whose check
+A kernel's check on the CPU (harness.run.spec_check) is a function of how its spec's child was
+confined, of the interpreter it ran in (its version, installation and import path), of what it
+asked of the device it stands in for (harness.run.stand_in: each DeviceLimits field it read, each
+occupancy it asked, whether the binary has an entry, whether shared memory fits), and of what it
+read: its spec.py, the modules the spec imports (the harness's own among them), the files it
+opens, the folders it lists and the environment variables it looks up. The child records those as
+it runs (ReadRecorder: an audit hook on opens and listings, sys.modules' files at the end;
+FactLog: each question to the device, with its answer); the run keeps an answer with no finding
+under `<cache>/checks/<kernel>/<key>-<facts>.json`, each file it read with its SHA-256 (a package
+of the installation: each module file's size and time, as pip leaves them) and each question with
+its answer, and serves it on a later run, of this target or another, only while every file is as
+it was and every question is answered alike: a spec that never reads the device is checked once
+for all targets, one that sizes its grid by the SM count once per stand-in. An answer whose check
 drew fresh entropy (its own unseeded RNG, os.urandom) is never kept; the check's own inputs come
 from a fixed seed. Nor is one that wrote a file: where it may write is the one thing that differs
 between runs confined alike (each protects its own reports and cache folders), so a check that
@@ -44,20 +48,20 @@ import numpy as np
 from harness.model.errors import KernelFailed
 
 FOLDER = "checks"  # under the compile cache folder
-FORMAT = "check-cache/1"
+FORMAT = "check-cache/2"
+MOST_FACT_SETS = 16  # the entries of a kernel looked at, newest first: a few targets' worth
 MAC_DOMAIN = b"cuda-matrix check answer"  # no compile entry's MAC reads alike
 UNUSABLE = "unusable"  # a device, a pipe: what it reads is not what a later read would be
 HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # as modules name it
 _WATCHED = frozenset({"open", "os.listdir", "os.scandir"})
 
 
-def entry_key(spec_file: Path, plan: Mapping[str, Any], confinement: str | None) -> str:
-    """What names a kernel's entry: its spec, the plan its child is sent, how the child is
-    confined, and the interpreter it runs in (a venv, an import path, each its own entries)."""
+def entry_key(spec_file: Path, confinement: str | None) -> str:
+    """What names a kernel's entries: its spec, how its child is confined, and the interpreter
+    it runs in (a venv, an import path, each its own entries)."""
     material = {
         "format": FORMAT,
         "spec": str(spec_file),
-        "plan": plan,
         "confinement": confinement,
         "python": [sys.version, sys.prefix, sys.path],
     }
@@ -266,14 +270,39 @@ class CheckCache:
         except (KernelFailed, OSError):
             return None
 
-    def served(self, classname: str, key: str, cases: Sequence[str], budget_s: float) -> bool:
-        """Whether the kept answer of `classname`'s check under `key` stands: each of `cases`
-        without a finding, checked within `budget_s`, and everything the check read as it was.
-        An entry unreadable, malformed or not the harness's is a miss."""
+    def served(
+        self,
+        classname: str,
+        key: str,
+        cases: Sequence[str],
+        budget_s: float,
+        hold: Callable[[Any], bool],
+    ) -> bool:
+        """Whether a kept answer of `classname`'s check under `key` stands: each of `cases`
+        without a finding, checked within `budget_s`, everything the check read as it was, and
+        `hold(facts)` true of what it asked of the device. An entry unreadable, malformed or
+        not the harness's is a miss."""
         mac_key = self._mac_key
-        path = self._entry(classname, key)
         if mac_key is None:
             return False
+        try:  # the newest first: an entry is rewritten whenever its check runs again
+            found = self.folder.joinpath(classname).glob(f"{key}-*.json")
+            kept = sorted(found, key=_modified, reverse=True)
+        except OSError:
+            return False
+        return any(
+            self._stands(mac_key, path, cases, budget_s, hold) for path in kept[:MOST_FACT_SETS]
+        )
+
+    def _stands(
+        self,
+        mac_key: bytes,
+        path: Path,
+        cases: Sequence[str],
+        budget_s: float,
+        hold: Callable[[Any], bool],
+    ) -> bool:
+        classname = path.parent.name
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -282,7 +311,7 @@ class CheckCache:
             return False
         mac = record.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(
-            mac, _entry_mac(mac_key, classname, key, record)
+            mac, _entry_mac(mac_key, classname, path.stem, record)
         ):
             return False
         seconds, files = record.get("cases"), record.get("files")
@@ -295,15 +324,24 @@ class CheckCache:
         ):
             return False
         return (
-            _each(files, self._fingerprint)
+            hold(record.get("facts"))
+            and _each(files, self._fingerprint)
             and _each(installed, _stat_signature)
             and _each(environ, _environ_digest)
         )
 
-    def keep(self, classname: str, key: str, seconds: Mapping[str, float], reads: Reads) -> None:
-        """The answer of a check that found nothing, kept with what it read as it is now. Not
-        kept where the check drew fresh entropy, wrote a file or read a device, nor where the
-        cache cannot be written (the answer stands; the next run checks again)."""
+    def keep(
+        self,
+        classname: str,
+        key: str,
+        seconds: Mapping[str, float],
+        reads: Reads,
+        facts: list[Any],
+    ) -> None:
+        """The answer of a check that found nothing, kept with what it read as it is now and
+        what it asked of the device (`facts`, [question, answer] each). Not kept where the
+        check drew fresh entropy, wrote a file or read a device, nor where the cache cannot be
+        written (the answer stands; the next run checks again)."""
         mac_key = self._mac_key
         if mac_key is None or reads.drew_entropy or reads.wrote:
             return
@@ -320,9 +358,14 @@ class CheckCache:
             "files": files,
             "installed": installed,
             "environ": dict(reads.environ),
+            "facts": facts,
         }
-        record["mac"] = _entry_mac(mac_key, classname, key, record)
-        path = self._entry(classname, key)
+        try:
+            said = json.dumps(facts, sort_keys=True)
+        except (TypeError, ValueError):
+            return
+        path = self.folder / classname / f"{key}-{_digest(said)[:16]}.json"
+        record["mac"] = _entry_mac(mac_key, classname, path.stem, record)
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
             handle, scratch = tempfile.mkstemp(dir=path.parent, suffix=".json.tmp")
@@ -333,9 +376,6 @@ class CheckCache:
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(scratch)
-
-    def _entry(self, classname: str, key: str) -> Path:
-        return self.folder / classname / f"{key}.json"
 
     def _fingerprint(self, path: str) -> str | None:
         """A file's SHA-256, a folder's names', UNUSABLE for anything else; None where there is
@@ -372,6 +412,13 @@ def _fingerprint_of(handle: int, mode: int) -> str:
         for block in iter(functools.partial(read.read, 1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _modified(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _stat_signature(path: str) -> str | None:

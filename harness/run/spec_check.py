@@ -6,13 +6,11 @@ arguments find, every entry is in the binary, grids and blocks are launchable, e
 cuda.core can pass), the reference called and held to the outputs, and work() held to counts.
 What would break the case on a GPU is the spec's error, found here, before an image is built and
 a GPU queued for. A spec runs in a child of its own (model.spec_children.in_spec_children), as it is
-for its declaration, so what it does reaches no other kernel's cells. A check that found nothing
-is kept in the compile cache folder, and served on later runs while nothing it read has changed
-(harness.run.check_cache).
-
-The stand-ins are a GPU of each family with public figures (A100, H100, B200); occupancy comes
-from the build's ptxas resources, as the occupancy calculator computes it: near the driver's
-answer, which a spec reads only to size a grid.
+for its declaration, so what it does reaches no other kernel's cells. The device is a stand-in of
+the target's family (harness.run.stand_in), and each thing the check asks of it is noted. A check
+that found nothing is kept in the compile cache folder, and served on later runs, this target's
+or another's, while nothing it read has changed and each thing it asked of the device has the
+same answer (harness.run.check_cache).
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ from harness.model.errors import SpecError
 from harness.model.matrix import Target
 from harness.model.spec import (
     Buf,
-    DeviceLimits,
     DeviceUnsupported,
     Launch,
     Memset,
@@ -47,42 +44,12 @@ from harness.model.spec import (
 from harness.model.spec_children import in_spec_children
 from harness.run.check_cache import CheckCache, ReadRecorder, Reads, entry_key
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
+from harness.run.stand_in import DeviceFacts, FactLog, StandIn, stand_in_for
 from harness.run.verify import check_reference_fits, checked_work
 from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)
-
-
-@dataclass(frozen=True)
-class StandIn:
-    """A device of a family, as far as setup() reads one, and what occupancy is made of."""
-
-    name: str
-    sm_count: int
-    smem_optin_bytes: int
-    smem_per_sm_bytes: int
-    l2_bytes: int
-    memory_bytes: int
-    registers_per_sm: int = 65536
-    threads_per_sm: int = 2048
-    blocks_per_sm: int = 32
-    texture_pitch_bytes: int = 32  # CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT
-
-
-KIB, MIB, GIB = 2**10, 2**20, 2**30
-# By compute capability major: the family's first data-centre GPU's public figures
-STAND_INS = {
-    8: StandIn("a CC 8.x stand-in (A100 80GB)", 108, 163 * KIB, 164 * KIB, 40 * MIB, 80 * GIB),
-    9: StandIn("a CC 9.x stand-in (H100 SXM)", 132, 227 * KIB, 228 * KIB, 50 * MIB, 80 * GIB),
-    10: StandIn("a CC 10.x stand-in (B200)", 148, 227 * KIB, 228 * KIB, 126 * MIB, 180 * GIB),
-}
-
-
-def stand_in_for(target: Target) -> StandIn:
-    """The stand-in of the target's family; the nearest older one for a family not listed."""
-    known = [major for major in STAND_INS if major <= target.cc.major] or [min(STAND_INS)]
-    return STAND_INS[max(known)]
 
 
 def check_kernels(
@@ -100,7 +67,8 @@ def check_kernels(
     `resources`: the entry points of each build, by classname and case macros (None: no build
     to hold the entries to); `progress(done, total)` is told as each kernel's check ends;
     `cache`: where a check that found nothing is kept, and served from while nothing it read
-    has changed (None: every kernel is checked)."""
+    has changed and what it asked of the device is answered alike (None: every kernel is
+    checked)."""
     stand_in = stand_in_for(target)
     budget_s = timeout_s * max((len(k.declared.cases) for k in kernels), default=1)
     # confined alike, less the run's own folders (its reports, its cache) it may not write in:
@@ -110,17 +78,17 @@ def check_kernels(
     jobs: list[tuple[Path, dict[str, Any]]] = []
     keys: dict[str, str] = {}
     for kernel in kernels:
-        spec_file, plan = kernel.folder / "spec.py", _plan(kernel, resources, target, stand_in)
+        spec_file, facts = kernel.folder / "spec.py", _device(kernel, resources, target, stand_in)
         if cache is not None:
             started = time.perf_counter()
-            keys[kernel.classname] = key = entry_key(spec_file, plan, confined)
+            keys[kernel.classname] = key = entry_key(spec_file, confined)
             names = kernel.case_names
-            if cache.served(kernel.classname, key, names, budget_s):
+            if cache.served(kernel.classname, key, names, budget_s, facts.hold):
                 # each case's time is its share of the look-up: > 0, as readers divide by it
                 share = max((time.perf_counter() - started) / len(names), SHORTEST_SECONDS)
                 served[kernel.classname] = dict.fromkeys(names, CaseCheck(None, share, True))
                 continue
-        jobs.append((spec_file, plan))
+        jobs.append((spec_file, facts.to_plan()))
     if progress is not None and served:
         progress(len(served), len(kernels))
 
@@ -146,37 +114,32 @@ def check_kernels(
     return found
 
 
-def _plan(
+def _device(
     kernel: Kernel,
     resources: Mapping[tuple[str, tuple[str, ...]], Mapping[str, Resources] | None],
     target: Target,
     stand_in: StandIn,
-) -> dict[str, Any]:
-    """What a kernel's child is sent: the target, the stand-in, and each build's entries."""
-    builds = []
-    for defines in kernel.builds:
-        built = resources.get((kernel.classname, defines))
-        entries = None if built is None else {e: vars(r) for e, r in built.items()}
-        builds.append([list(defines), entries])
-    return {
-        "cc": [target.cc.major, target.cc.minor],
-        "device": dataclasses.asdict(stand_in),
-        "builds": builds,
-    }
+) -> DeviceFacts:
+    """The device a kernel's check asks of: the target's, its stand-in, each build's entries."""
+    builds = {defines: resources.get((kernel.classname, defines)) for defines in kernel.builds}
+    return DeviceFacts((target.cc.major, target.cc.minor), stand_in, builds)
 
 
 def _keep(
     cache: CheckCache, kernel: Kernel, key: str, checks: Mapping[str, CaseCheck], answer: Any
 ) -> None:
     """A check that found nothing, kept with what its child read (its spec.py whatever the
-    child says); not where the child did not say."""
+    child says) and what it asked of the device; not where the child did not say them all."""
     try:
         reads = Reads.from_json(answer.get("reads"))
     except ValueError:
         return
+    facts = answer.get("facts")
+    if not isinstance(facts, list):  # it asked something it could not say
+        return
     files = tuple(dict.fromkeys([*reads.files, str(kernel.folder / "spec.py")]))
     seconds = {name: check.seconds for name, check in checks.items()}
-    cache.keep(kernel.classname, key, seconds, dataclasses.replace(reads, files=files))
+    cache.keep(kernel.classname, key, seconds, dataclasses.replace(reads, files=files), facts)
 
 
 @dataclass(frozen=True)
@@ -199,55 +162,34 @@ def _case_check(answer: Any) -> CaseCheck:
 
 
 def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, Any]:
-    """In the spec's child: each case's finding and the seconds its check took, and what the
-    check read (its spec, the modules and files it opened)."""
+    """In the spec's child: each case's finding and the seconds its check took, what the
+    check read (its spec, the modules and files it opened), and what it asked of the device
+    (None where a question could not be noted)."""
     recorder = ReadRecorder()
     recorder.start()
     kernel = load_kernel(KernelFolder.of(spec_file))
-    device = StandIn(**plan["device"])
-    builds: dict[tuple[str, ...], dict[str, Resources] | None] = {
-        tuple(defines): None if entries is None else {e: Resources(**r) for e, r in entries.items()}
-        for defines, entries in plan["builds"]
-    }
+    log = FactLog(DeviceFacts.of_plan(plan))
     found = {}
     for case in kernel.spec.cases:
-        built = builds.get(define_flags(case.defines))
-        limits = DeviceLimits(
-            cc=(plan["cc"][0], plan["cc"][1]),
-            sm_count=device.sm_count,
-            smem_optin_bytes=device.smem_optin_bytes,
-            l2_bytes=device.l2_bytes,
-            max_blocks_per_sm=_occupancy(device, built or {}),
-            memory_bytes=device.memory_bytes,
-        )
         started = time.monotonic()
-        finding = _case_finding(kernel, case, limits, device, built)
+        finding = _case_finding(kernel, case, log)
         found[case.name] = [finding, time.monotonic() - started]
-    return {"cases": found, "reads": recorder.finish().to_json()}
+    facts = log.noted() if log.complete else None
+    return {"cases": found, "reads": recorder.finish().to_json(), "facts": facts}
 
 
-def _occupancy(device: StandIn, built: Mapping[str, Resources]) -> Callable[[str, int, int], int]:
-    """DeviceLimits.max_blocks_per_sm of a stand-in, from a build's resources."""
-    return lambda entry, threads, shmem: blocks_per_sm(device, built.get(entry), threads, shmem)
-
-
-def _case_finding(
-    kernel: LoadedKernel,
-    case: Any,
-    limits: DeviceLimits,
-    device: StandIn,
-    entries: Mapping[str, Resources] | None,
-) -> str | None:
-    spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {device.name}"
+def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> str | None:
+    spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {log.facts.device.name}"
+    defines = define_flags(case.defines)
     try:
-        problem = spec.setup(case, np.random.default_rng(0), limits)
+        problem = spec.setup(case, np.random.default_rng(0), log.limits(defines))
     except DeviceUnsupported:
         return None  # this device cannot run it, as the spec says: no error
     except Exception as error:
         return f"{where}: setup() raised {type(error).__name__}: {error}"
     if not isinstance(problem, Problem):
         return f"{where}: setup() returned {type(problem).__name__}, not a Problem"
-    why = problem_finding(problem, entries, device)
+    why = problem_finding(problem, log, defines)
     if why:
         return f"{where}: {why}"
     seen = problem.case_seen_by(case)
@@ -262,10 +204,9 @@ def _case_finding(
     return None
 
 
-def problem_finding(
-    problem: Problem, entries: Mapping[str, Resources] | None, device: StandIn
-) -> str | None:
-    """What about `problem` no launch could take; None when nothing."""
+def problem_finding(problem: Problem, log: FactLog, defines: tuple[str, ...]) -> str | None:
+    """What about `problem` no launch of the build `defines` could take on `log`'s device;
+    None when nothing."""
     buffers: dict[str, Any] = {}
     for group in ("inputs", "outputs", "scratch"):
         named = getattr(problem, group)
@@ -290,7 +231,7 @@ def problem_finding(
                 return f"step {index}: Memset({step.name!r}, {step.byte!r}): a byte is 0 to 255"
         elif not isinstance(step, Launch):
             return f"step {index} is {type(step).__name__}, not a Launch or a Memset"
-        elif why := _launch_finding(step, buffers, problem.inputs, entries, device):
+        elif why := _launch_finding(step, buffers, problem.inputs, log, defines):
             return f"launch {index} ({step.entry}): {why}"
     accumulated = [name for name in problem.accumulated if name not in problem.outputs]
     if accumulated:
@@ -307,10 +248,13 @@ def _launch_finding(
     launch: Launch,
     buffers: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
-    entries: Mapping[str, Resources] | None,
-    device: StandIn,
+    log: FactLog,
+    defines: tuple[str, ...],
 ) -> str | None:
-    if entries is not None and launch.entry not in entries:
+    if not isinstance(launch.entry, str):
+        return f"the entry {launch.entry!r} is not a name"
+    if log.ask("has_entry", list(defines), launch.entry) is False:
+        entries = log.facts.builds.get(defines) or {}
         listed = ", ".join(sorted(entries)[:20]) or "none"
         return f"the binary has no entry {launch.entry!r} (its entries: {listed})"
     for what, dims in (("grid", launch.grid), ("block", launch.block), ("cluster", launch.cluster)):
@@ -326,10 +270,11 @@ def _launch_finding(
     shmem = launch.shmem_bytes
     if not isinstance(shmem, int) or isinstance(shmem, bool) or shmem < 0:
         return f"shmem_bytes {shmem!r} is not a byte count"
-    if shmem > device.smem_optin_bytes:
-        return f"{shmem} bytes of dynamic shared memory, beyond {device.smem_optin_bytes}"
+    if not log.ask("shmem_fits", shmem):
+        beyond = log.facts.device.smem_optin_bytes
+        return f"{shmem} bytes of dynamic shared memory, beyond {beyond}"
     for position, arg in enumerate(launch.args):
-        if why := _argument_finding(arg, buffers, inputs, device):
+        if why := _argument_finding(arg, buffers, inputs, log):
             return f"argument {position}: {why}"
     kinds = {type(arg) for arg in launch.args}
     if Struct in kinds and TensorMap in kinds:
@@ -344,7 +289,7 @@ def _argument_finding(
     arg: object,
     buffers: Mapping[str, np.ndarray],
     inputs: Mapping[str, np.ndarray],
-    device: StandIn,
+    log: FactLog,
 ) -> str | None:
     if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
         return f"names buffer {arg.name!r}, which the problem does not have ({sorted(buffers)})"
@@ -361,7 +306,7 @@ def _argument_finding(
     if isinstance(arg, Struct):
         return struct_problem(arg, buffers)
     if isinstance(arg, Texture):
-        return texture_problem(arg, inputs, device.texture_pitch_bytes)
+        return texture_problem(arg, inputs, log.ask("texture_pitch"))
     return f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture"
 
 
@@ -371,21 +316,3 @@ def _dim3(dims: object) -> bool:
         and len(dims) == 3
         and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)
     )
-
-
-def blocks_per_sm(
-    device: StandIn, resources: Resources | None, threads: int, shmem_bytes: int
-) -> int:
-    """Resident blocks per SM, as the occupancy calculator has them: the least of what threads,
-    registers (a warp's in 256-register steps) and shared memory (1 KiB reserved per block)
-    allow, and the SM's block limit. 0 where one block does not fit."""
-    if threads <= 0:
-        return 0
-    warps = -(-threads // 32)
-    by_threads = device.threads_per_sm // (warps * 32)
-    registers = resources.registers if resources else 32
-    per_warp = -(-registers * 32 // 256) * 256
-    by_registers = device.registers_per_sm // (per_warp * warps) if per_warp else by_threads
-    smem = (resources.smem_bytes if resources else 0) + shmem_bytes + KIB
-    by_smem = device.smem_per_sm_bytes // smem
-    return max(0, min(device.blocks_per_sm, by_threads, by_registers, by_smem))
