@@ -5,6 +5,7 @@ one specs are written against, and stays.
 
 from harness.model.spec import (
     INT32_MAX,
+    INT64_MAX,
     Arg,
     Buf,
     BuildOptions,
@@ -34,10 +35,13 @@ from harness.model.spec import (
     grid_2d,
     int32_extent,
     int32_param,
+    int64_extent,
+    int64_param,
 )
 
 __all__ = [
     "INT32_MAX",
+    "INT64_MAX",
     "Arg",
     "Buf",
     "BuildOptions",
@@ -67,4 +71,6 @@ __all__ = [
     "grid_2d",
     "int32_extent",
     "int32_param",
+    "int64_extent",
+    "int64_param",
 ]

@@ -9,7 +9,7 @@ import pytest
 
 from harness.model.matrix import ComputeCapability
 from harness.run.device import DeviceInfo
-from harness.run.launch import check_fits
+from harness.run.launch import check_declared_fits, check_fits
 from harness.spec import DeviceUnsupported, Problem
 
 SMALL = DeviceInfo(
@@ -35,3 +35,15 @@ def test_a_case_whose_buffers_exceed_the_device_memory_is_device_unsupported():
 @pytest.mark.parametrize("memory_bytes", [141 * 2**30, None])
 def test_a_case_that_fits_or_a_device_that_does_not_say_is_not_refused(memory_bytes):
     check_fits(_problem(), replace(SMALL, memory_bytes=memory_bytes))
+
+
+def test_a_case_that_declares_more_than_the_device_has_is_skipped_before_its_setup():
+    with pytest.raises(DeviceUnsupported) as raised:
+        check_declared_fits(3 * 10**9 * 2, SMALL)
+    assert str(raised.value) == (
+        "device-unsupported: its case declares 5.59 GiB of device memory (device_bytes); "
+        "a 4 GiB GPU has 4.00 GiB: skipped before setup()"
+    )
+    check_declared_fits(4 * 2**30, SMALL)  # exactly what it has
+    check_declared_fits(None, SMALL)  # nothing declared: its buffers decide, after setup()
+    check_declared_fits(2**50, replace(SMALL, memory_bytes=None))  # the device did not say

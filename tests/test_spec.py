@@ -7,7 +7,16 @@ import pytest
 
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.errors import SpecError
-from harness.spec import Case, ceil_div, grid_1d, grid_2d, int32_extent, int32_param
+from harness.spec import (
+    Case,
+    ceil_div,
+    grid_1d,
+    grid_2d,
+    int32_extent,
+    int32_param,
+    int64_extent,
+    int64_param,
+)
 
 SPEC = """\
 from harness.spec import Case, KernelSpec, Work
@@ -38,6 +47,17 @@ def test_int32_sizes_are_checked_with_the_headroom_the_kernel_needs():
         int32_extent("n", 2**31 - 4096, headroom=4096)
     with pytest.raises(ValueError, match=r"n=0"):
         int32_param(Case("empty", {"n": 0}), "n")
+
+
+def test_int64_sizes_go_past_int32_and_are_checked_as_those_are():
+    assert int64_extent("n", 2**31 + 63) == 2**31 + 63
+    assert int64_param(Case("big", {"n": 2**63 - 1}), "n") == 2**63 - 1
+    with pytest.raises(ValueError, match=r"n=9223372036854775808: the kernel takes n as a 64-bit"):
+        int64_extent("n", 2**63)
+    with pytest.raises(ValueError, match=r"needs 1 <= n <= 9223372036854771711 with 4096 to spare"):
+        int64_extent("n", 2**63 - 4096, headroom=4096)
+    with pytest.raises(ValueError, match=r"n=-1"):
+        int64_param(Case("negative", {"n": -1}), "n", low=0)
 
 
 def _chapter(root, words: int):

@@ -71,6 +71,11 @@ def test_check_on_a_cpu_makes_each_broken_spec_an_error_cell_and_fails(tmp_path)
         "unpackable_argument::n1": "launch 0 (add_one): argument 2: Scalar(1) of int: a launch "
         "passes numpy scalars",
         "wrong_reference::n1000": "reference 'y' is float32[1001], but the output is float32[1000]",
+        "declares_memory::understated": "setup() made buffers of 8000 bytes, more than the 8 its "
+        "case declares (device_bytes)",
+        "declares_memory::negative": "spec device_bytes() of case 'negative' returned -1: a byte "
+        "count, 0 to 1125899906842624 (1 PiB)",
+        "declares_memory::raises": "spec device_bytes() of case 'raises' raised KeyError: 'raises'",
     }
     for name, message in said.items():
         outcome, shown = cases[f"planted.{name}[sm_90a]"]
@@ -78,11 +83,14 @@ def test_check_on_a_cpu_makes_each_broken_spec_an_error_cell_and_fails(tmp_path)
         assert outcome == "error", (name, shown)
         assert shown.startswith(f"planted.{kernel} case '{case}' {stand_in}: "), shown
         assert message in shown, shown
-    for sound in ("sound::n1000", "sound::n1", "setup_raises::n1"):
+    # beyond_any: more than the stand-in has, so never set up (its setup() would raise)
+    clean = ("sound::n1000", "sound::n1", "setup_raises::n1", "declares_memory::beyond_any")
+    for sound in (*clean, "declares_memory::n1"):
         outcome, shown = cases[f"planted.{sound}[sm_90a]"]
         assert outcome == "skipped" and shown.endswith(CHECKED), (sound, shown)
     errors = sorted(name for name, (outcome, _) in cases.items() if outcome == "error")
-    assert len(errors) == 7, errors  # the two cases of each broken spec, but setup_raises n1
+    # the two cases of each broken spec, but setup_raises n1; three of declares_memory
+    assert len(errors) == 10, errors
     assert "planted.wrong_reference::n1[sm_90a]" in done.stdout
 
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # the noxfile reads matrix.yaml through this package, before 
 
 Dim3 = tuple[int, int, int]
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# The most device memory a case may declare (device_bytes): 1 PiB, far past any GPU; more is a
+# mistake (a count of elements where bytes were meant, an overflow), not a need
+MOST_DEVICE_BYTES = 2**50
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -44,20 +48,36 @@ def int32_extent(name: str, value: int, *, low: int = 1, headroom: int = 0) -> i
     `headroom` is what the kernel adds to it in int arithmetic (a tile past the end, a halo), so
     that no index it forms overflows. Raises ValueError naming the parameter otherwise.
     """
-    value = int(value)
-    high = INT32_MAX - headroom
-    if not low <= value <= high:
-        extra = f" with {headroom} to spare" if headroom else ""
-        raise ValueError(
-            f"{name}={value}: the kernel takes {name} as a 32-bit int (needs {low} <= {name} "
-            f"<= {high}{extra})"
-        )
-    return value
+    return _extent(name, value, 32, low, headroom)
 
 
 def int32_param(case: Case, name: str, *, low: int = 1, headroom: int = 0) -> int:
     """case.params[name], checked by int32_extent."""
     return int32_extent(name, case.params[name], low=low, headroom=headroom)
+
+
+def int64_extent(name: str, value: int, *, low: int = 1, headroom: int = 0) -> int:
+    """`value` as a size the kernel takes as a 64-bit integer (`int64_t`, `long long`, or a
+    `size_t` it never takes past INT64_MAX): low <= value <= INT64_MAX - headroom, as
+    int32_extent. Pass it as Scalar(np.int64(n)), or np.uint64 for a size_t."""
+    return _extent(name, value, 64, low, headroom)
+
+
+def int64_param(case: Case, name: str, *, low: int = 1, headroom: int = 0) -> int:
+    """case.params[name], checked by int64_extent."""
+    return int64_extent(name, case.params[name], low=low, headroom=headroom)
+
+
+def _extent(name: str, value: int, bits: int, low: int, headroom: int) -> int:
+    value = int(value)
+    high = 2 ** (bits - 1) - 1 - headroom
+    if not low <= value <= high:
+        extra = f" with {headroom} to spare" if headroom else ""
+        raise ValueError(
+            f"{name}={value}: the kernel takes {name} as a {bits}-bit int (needs {low} <= "
+            f"{name} <= {high}{extra})"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -334,6 +354,10 @@ class KernelSpec:
     # compiled to a slower path, and its compile cell fails.
     sass_must_contain: tuple[str, ...] = ()
     build: BuildOptions = field(default_factory=BuildOptions)
+    # The device memory a case needs, in bytes, said from the case alone: a case needing more
+    # than the device has is skipped device-unsupported before setup() builds its host arrays
+    # (None: known only after setup(), from its buffers). setup()'s buffers may not need more.
+    device_bytes: Callable[[Case], int] | None = None
     # C++ entries the launches name as their authors write them (`block_sum<128>`,
     # `ns::scale<float, 4>`): the build instantiates each and maps it to its symbol. An
     # `extern "C"` entry's name is its symbol, and needs no listing.

@@ -38,6 +38,7 @@ from harness.run.launch import (
     Module,
     Unlaunchable,
     Workspace,
+    check_declared_fits,
     check_fits,
 )
 from harness.run.quiet import QuietLock
@@ -49,9 +50,11 @@ from harness.run.timer import ClockProbe, StreamGate, measure
 from harness.run.vendor_timing import measure_vendor
 from harness.run.verify import (
     changed_elements,
+    check_declared_bytes,
     check_reference_fits,
     checked_work,
     compare,
+    declared_bytes,
     mismatch_count,
     unchanged,
 )
@@ -281,8 +284,11 @@ class GpuRuntime:
         started = time.monotonic()
         rng = np.random.default_rng(seed_of(kernel, case) if seed is None else seed)
         try:
+            declared = declared_bytes(kernel.classname, kernel.spec, case)
+            check_declared_fits(declared, self.info)
             limits = self._limits(module)
             problem = _spec_step(kernel, "setup", kernel.spec.setup, case, rng, limits)
+            check_declared_bytes(kernel.classname, problem, declared)
         except CellError as raised:
             return HostWork(None, None, raised, time.monotonic() - started, 0.0)
         made = time.monotonic()

@@ -224,6 +224,16 @@ def check_fits(problem: Problem, info: DeviceInfo) -> None:
         )
 
 
+def check_declared_fits(declared: int | None, info: DeviceInfo) -> None:
+    """DeviceUnsupported, with the figures, when a case declares more device memory than the
+    device has (KernelSpec.device_bytes): said before setup() builds a byte of it."""
+    if declared is not None and info.memory_bytes is not None and declared > info.memory_bytes:
+        raise DeviceUnsupported(
+            f"its case declares {declared / 2**30:.2f} GiB of device memory (device_bytes); "
+            f"{info.name} has {info.memory_bytes / 2**30:.2f} GiB: skipped before setup()"
+        )
+
+
 class Workspace:
     """The device buffers and launch arguments of one Problem, ready to run again and again.
 

@@ -45,7 +45,12 @@ from harness.model.spec_children import in_spec_children
 from harness.run.check_cache import CheckCache, ReadRecorder, Reads, entry_key
 from harness.run.packing import scalar_problem, struct_problem, texture_problem
 from harness.run.stand_in import DeviceFacts, FactLog, StandIn, stand_in_for
-from harness.run.verify import check_reference_fits, checked_work
+from harness.run.verify import (
+    check_declared_bytes,
+    check_reference_fits,
+    checked_work,
+    declared_bytes,
+)
 from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
@@ -182,6 +187,12 @@ def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> str | None:
     spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {log.facts.device.name}"
     defines = define_flags(case.defines)
     try:
+        declared = declared_bytes(kernel.classname, spec, case)
+    except SpecError as error:
+        return f"{where}: {error}"
+    if declared is not None and not log.ask("memory_fits", declared):
+        return None  # more than this device has: skipped before setup(), as on a GPU
+    try:
         problem = spec.setup(case, np.random.default_rng(0), log.limits(defines))
     except DeviceUnsupported:
         return None  # this device cannot run it, as the spec says: no error
@@ -192,6 +203,10 @@ def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> str | None:
     why = problem_finding(problem, log, defines)
     if why:
         return f"{where}: {why}"
+    try:
+        check_declared_bytes(kernel.classname, problem, declared)
+    except SpecError as error:
+        return f"{where}: {error}"
     seen = problem.case_seen_by(case)
     try:
         expected = spec.reference(seen, problem.inputs)

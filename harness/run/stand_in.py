@@ -5,8 +5,9 @@ family with public figures (A100, H100, B200), occupancy computed from the build
 resources as the occupancy calculator computes it (near the driver's answer, which a spec reads
 only to size a grid). A check asks the stand-in questions: a field of DeviceLimits, the resident
 blocks of an entry, whether the binary has an entry, whether a launch's shared memory fits, the
-texture pitch. Each question and its answer is a fact the check used (FactLog); a check whose
-facts all hold on another target's stand-in answers the same there (harness.run.check_cache).
+texture pitch, whether a case's declared memory fits. Each question and its answer is a fact the
+check used (FactLog); a check whose facts all hold on another target's stand-in answers the same
+there (harness.run.check_cache).
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ class DeviceFacts:
             return None if entries is None else _text(args[1]) in entries
         if kind == "shmem_fits" and len(args) == 1:
             return _int(args[0]) <= self.device.smem_optin_bytes
+        if kind == "memory_fits" and len(args) == 1:
+            return _int(args[0]) <= self.device.memory_bytes
         if kind == "texture_pitch" and not args:
             return self.device.texture_pitch_bytes
         raise ValueError(f"not a question a check asks: {question!r}")

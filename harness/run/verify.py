@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.model.errors import SpecError
-from harness.model.spec import Case, Tolerance, Work
+from harness.model.spec import MOST_DEVICE_BYTES, Case, KernelSpec, Problem, Tolerance, Work
 
 DEFAULT_TOLERANCE = {
     np.dtype(np.float32): Tolerance(rtol=1e-4, atol=1e-4),
@@ -91,6 +91,45 @@ def checked_work(classname: str, work: object) -> Work:
                 f"{classname} spec work() returned {count}={value!r}: a count, 0 or more"
             )
     return work
+
+
+def declared_bytes(classname: str, spec: KernelSpec, case: Case) -> int | None:
+    """The device memory `case` declares it needs (KernelSpec.device_bytes), checked: a byte
+    count, 0 to MOST_DEVICE_BYTES; None where the spec declares none. Else the spec's error,
+    naming the kernel, the case and the field."""
+    if spec.device_bytes is None:
+        return None
+    where = f"{classname} spec device_bytes() of case {case.name!r}"
+    if not callable(spec.device_bytes):
+        raise SpecError(f"{where}: device_bytes is {spec.device_bytes!r}, not a function")
+    try:
+        needed = spec.device_bytes(case)
+    except Exception as error:  # a user's spec: what it raises is its cell's
+        raise SpecError(f"{where} raised {type(error).__name__}: {error}") from error
+    if isinstance(needed, bool) or not isinstance(needed, int | np.integer):
+        raise SpecError(f"{where} returned {needed!r}, not a whole number of bytes")
+    if not 0 <= needed <= MOST_DEVICE_BYTES:
+        raise SpecError(
+            f"{where} returned {needed}: a byte count, 0 to {MOST_DEVICE_BYTES} (1 PiB)"
+        )
+    return int(needed)
+
+
+def buffer_bytes(problem: Problem) -> int:
+    """What the problem's buffers (inputs, outputs, scratch) take, in bytes."""
+    groups = (problem.inputs, problem.outputs, problem.scratch)
+    return sum(int(getattr(array, "nbytes", 0)) for group in groups for array in group.values())
+
+
+def check_declared_bytes(classname: str, problem: Problem, declared: int | None) -> None:
+    """The spec's error where setup() made buffers larger than its case declared: the skip
+    that declaration decides would otherwise let a case past that cannot fit."""
+    made = buffer_bytes(problem)
+    if declared is not None and made > declared:
+        raise SpecError(
+            f"{classname}: setup() made buffers of {made} bytes, more than the {declared} its "
+            "case declares (device_bytes)"
+        )
 
 
 def compare(
