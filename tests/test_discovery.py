@@ -250,3 +250,27 @@ def test_a_requirement_that_is_none_is_refused_rather_than_run_everywhere(plante
     )
     broken = _load_all(planted)["add_one"]
     assert isinstance(broken, SpecError) and f"{spec}: {said}" in str(broken)
+
+
+@pytest.mark.parametrize(
+    ("context", "said"),
+    [
+        ("ContextLimits(pending_launches=-1)", "context pending_launches=-1: a whole number, 1 to"),
+        ("ContextLimits(stack_bytes=2**40)", "context stack_bytes=1099511627776: a whole number"),
+        ("ContextLimits(printf_fifo_bytes=1.5)", "context printf_fifo_bytes=1.5: a whole number"),
+        ('{"stack_bytes": 4096}', "context is {'stack_bytes': 4096}, not a ContextLimits(...)"),
+        ("ContextLimits(threads=4)", "unexpected keyword argument 'threads'"),
+    ],
+    ids=["negative", "absurd", "not whole", "not ContextLimits", "an unknown limit"],
+)
+def test_context_limits_that_cannot_be_asked_are_refused_naming_spec_and_field(
+    planted, context, said
+):
+    spec = planted / "planted" / "add_one" / "spec.py"
+    text = spec.read_text().replace("SPEC = KernelSpec(", f"SPEC = KernelSpec(context={context}, ")
+    spec.write_text(
+        text.replace("from harness.spec import ", "from harness.spec import ContextLimits, ")
+    )
+    broken = _load_all(planted)["add_one"]
+    assert isinstance(broken, SpecError)
+    assert str(broken).startswith(f"{spec}: ") and said in str(broken), broken

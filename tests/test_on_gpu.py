@@ -447,3 +447,46 @@ def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu)
     assert staging.held_bytes == kept
     staging.close()
     assert staging.held_bytes == 0
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_the_examples_of_context_limits_and_64_bit_sizes_run_as_their_specs_say(
+    matrix, toolchain, gpu, tmp_path, target
+):
+    """20,000 child grids with pending_launches raised, device printf in the case's output,
+    2^31 + 63 bytes indexed in 64 bits, and a case declaring more memory than any GPU has skipped
+    before its setup() would build 400 GB of host arrays."""
+    examples = ROOT / "examples" / "kernels"
+    cells = _run(matrix, toolchain, gpu, [examples], tmp_path, target=target)
+    for kernel, case in [
+        ("many_children", "r20000_c64"),
+        ("device_printf", "n1M"),
+        ("add_one_int64", "n2147483711"),
+        ("declared_memory", "n16M"),
+    ]:
+        assert cells[kernel, case].outcome is Outcome.PASSED, cells[kernel, case].message
+    assert "device printf (standard output):\nblock 0 covers elements 0 to 255" in (
+        cells["device_printf", "n1M"].detail or ""
+    )
+    huge = cells["declared_memory", "n50G"]
+    assert huge.outcome is Outcome.SKIPPED and "skipped before setup()" in huge.message
+
+
+def test_context_limits_are_set_as_asked_and_the_defaults_come_back(gpu):
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    from harness.run.checked import check
+    from harness.run.context import ContextLimiter
+    from harness.spec import ContextLimits, DeviceUnsupported
+
+    Device(gpu.ordinal).set_current()
+    pending = driver.CUlimit.CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
+    default = check(driver.cuCtxGetLimit(pending))
+    limiter = ContextLimiter()
+    limiter.allow(ContextLimits(pending_launches=32768))
+    assert check(driver.cuCtxGetLimit(pending)) >= 32768
+    limiter.allow(ContextLimits())  # another kernel, asking nothing
+    assert check(driver.cuCtxGetLimit(pending)) == default
+    with pytest.raises(DeviceUnsupported, match="stack_bytes"):
+        limiter.allow(ContextLimits(stack_bytes=2**30))

@@ -30,7 +30,16 @@ from harness.model.build_options import (
 from harness.model.declared import Declared
 from harness.model.errors import SpecError
 from harness.model.outcome import CellKind
-from harness.model.spec import Case, KernelSpec, RequireAny, RequireArch, RequireSm, Tolerance
+from harness.model.spec import (
+    CONTEXT_LIMITS_MOST,
+    Case,
+    ContextLimits,
+    KernelSpec,
+    RequireAny,
+    RequireArch,
+    RequireSm,
+    Tolerance,
+)
 
 # A compile or spec cell is named after its kind (compile[sm_90a], and compile(VEC=4)[sm_90a]
 # for a build of case macros): a case may not be
@@ -184,7 +193,23 @@ def load_kernel(kernel: KernelFolder) -> LoadedKernel:
     for case in spec.cases:
         if why := _tolerance_problem(case.tolerance):
             raise broken(f"case {case.name!r}: {why}")
+    if why := _context_problem(spec.context):
+        raise broken(why)
     return LoadedKernel(kernel.chapter, kernel.name, kernel.folder, Declared.of(spec), spec)
+
+
+def _context_problem(context: object) -> str | None:
+    """Why `context` is not limits a context can be asked for: each a whole number, 1 to its
+    field's most (CONTEXT_LIMITS_MOST), or None."""
+    if not isinstance(context, ContextLimits):
+        return f"context is {context!r}, not a ContextLimits(...)"
+    for name, most in CONTEXT_LIMITS_MOST.items():
+        value = getattr(context, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            return f"context {name}={value!r}: a whole number, 1 to {most}"
+    return None
 
 
 def _requirement_problem(requires: object) -> str | None:

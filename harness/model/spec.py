@@ -338,6 +338,27 @@ class BuildOptions:
 
 
 @dataclass(frozen=True)
+class ContextLimits:
+    """What the kernel's CUDA context must allow beyond the driver's defaults (cuCtxSetLimit), set
+    before its module is loaded; None keeps the default. A value the driver refuses, or gives
+    less of, skips the case device-unsupported with the figures."""
+
+    stack_bytes: int | None = None  # each thread's stack: deep recursion, large local arrays
+    printf_fifo_bytes: int | None = None  # device printf's buffer, emptied at each synchronization
+    malloc_heap_bytes: int | None = None  # what device malloc() and new draw from
+    pending_launches: int | None = None  # child grids queued at once (dynamic parallelism)
+
+
+# The most a ContextLimits field may ask: past these, a mistake (a count where bytes were meant)
+CONTEXT_LIMITS_MOST = {
+    "stack_bytes": 2**30,
+    "printf_fifo_bytes": 2**40,
+    "malloc_heap_bytes": 2**50,
+    "pending_launches": 2**31 - 1,
+}
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """Everything but `source` is given by keyword. `source` defaults to `<folder>.cu`."""
 
@@ -358,6 +379,7 @@ class KernelSpec:
     # than the device has is skipped device-unsupported before setup() builds its host arrays
     # (None: known only after setup(), from its buffers). setup()'s buffers may not need more.
     device_bytes: Callable[[Case], int] | None = None
+    context: ContextLimits = field(default_factory=ContextLimits)
     # C++ entries the launches name as their authors write them (`block_sum<128>`,
     # `ns::scale<float, 4>`): the build instantiates each and maps it to its symbol. An
     # `extern "C"` entry's name is its symbol, and needs no listing.

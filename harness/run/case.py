@@ -27,8 +27,17 @@ from harness.model.discovery import LoadedKernel
 from harness.model.errors import CellError, KernelFailed, SpecError
 from harness.model.matrix import Target, TimerSettings
 from harness.model.outcome import CellKind, Outcome
-from harness.model.spec import Case, DeviceLimits, DeviceUnsupported, Launch, Problem, StreamRef
+from harness.model.spec import (
+    Case,
+    ContextLimits,
+    DeviceLimits,
+    DeviceUnsupported,
+    Launch,
+    Problem,
+    StreamRef,
+)
 from harness.run.checked import CudaError
+from harness.run.context import ContextLimiter
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
 from harness.run.launch import (
@@ -41,6 +50,7 @@ from harness.run.launch import (
     check_declared_fits,
     check_fits,
 )
+from harness.run.printed import Printed
 from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
@@ -141,14 +151,18 @@ class GpuRuntime:
         quiet: QuietLock | None = None,
         ahead_bytes: int | None = None,
         guarded: bool = True,
+        printed: Printed | None = None,
     ):
         """`quiet`: the lock the GPU's other workers time under (this process's own if None);
         `ahead_bytes`: the host memory that cases prepared ahead may hold (ahead_memory());
         `guarded`: buffers between guard zones, checked for writes and reads past either end
-        (else each an allocation of exactly its size, for a sanitizer to watch)."""
+        (else each an allocation of exactly its size, for a sanitizer to watch); `printed`:
+        where this process's standard output goes, read into each case's cell (device printf)."""
         self.info = info
         self.timer = timer
         self.guarded = guarded
+        self.printed = printed
+        self._context = ContextLimiter()
         self._quiet = quiet or QuietLock()  # held while timing
         # The context and stream launch nothing; what allocates or launches waits for the GPU's
         # other workers to finish timing.
@@ -187,11 +201,15 @@ class GpuRuntime:
         wait for it to be released."""
         return self._quiet
 
-    def module(self, binary: Path, target: Target) -> Module:
+    def module(self, binary: Path, target: Target, limits: ContextLimits | None = None) -> Module:
+        """The binary loaded, the context's limits first set as its kernel's spec asks
+        (DeviceUnsupported where the driver will not)."""
+        limits = limits or ContextLimits()
         loaded = self._modules.get(binary)
-        if loaded is not None:  # no lock: the GPU's other workers would wait on it for nothing
-            return loaded
+        if loaded is not None and self._context.holds(limits):
+            return loaded  # no lock: the GPU's other workers would wait on it for nothing
         with self._quiet:
+            self._context.allow(limits)
             if binary not in self._modules:
                 self._modules[binary] = Module(binary, target, self.info)
             return self._modules[binary]
@@ -223,7 +241,10 @@ class GpuRuntime:
             Outcome.PASSED,
         )
         try:
-            module = self.module(binary, target)
+            module = self.module(binary, target, kernel.spec.context)
+        except DeviceUnsupported as refused:  # a context limit this device will not give
+            cell.settle(refused)
+            return cell, True
         except Exception as error:  # a binary the driver refuses fails the case, not the run
             message, detail = describe_exception(error)
             cell.settle(KernelFailed(f"loading {binary.name} failed: {message}", detail))
@@ -241,6 +262,9 @@ class GpuRuntime:
         finally:
             if fresh is not None:
                 fresh.cancel()  # not needed when the case failed before timing
+            if self.printed is not None and (said := self.printed.read()):
+                shown = f"device printf (standard output):\n{said}"
+                cell.detail = f"{cell.detail}\n{shown}" if cell.detail else shown
 
     def prepare_ahead(self, upcoming: tuple[Upcoming, ...], timed: bool = True) -> None:
         """Begin what is not begun of the first of `upcoming` that fit in the memory set aside
@@ -271,7 +295,7 @@ class GpuRuntime:
 
     def _host_work_ahead(self, upcoming: Upcoming, fresh: bool) -> HostWork:
         try:
-            module = self.module(upcoming.binary, upcoming.target)
+            module = self.module(upcoming.binary, upcoming.target, upcoming.kernel.spec.context)
         except Exception as error:  # its own run_case reports it when it loads it again
             message, detail = describe_exception(error)
             return HostWork(None, None, KernelFailed(message, detail), 0.0, 0.0)

@@ -78,6 +78,7 @@ class OtherKernel(Exception):
 class _Worker:
     def __init__(self, setup: WorkerSetup):
         from harness.run.case import GpuRuntime  # cuda-python is imported in the worker only
+        from harness.run.printed import Printed
         from harness.run.quiet import QuietLock
 
         if setup.confinement is not None:  # first, while this process has one thread: every
@@ -86,7 +87,12 @@ class _Worker:
             threading.Thread(target=_import_quietly, args=(module,), daemon=True).start()
         quiet = QuietLock(setup.quiet_lock)
         self.runtime = GpuRuntime(
-            setup.device, setup.timer, setup.host_threads, quiet, setup.ahead_bytes
+            setup.device,
+            setup.timer,
+            setup.host_threads,
+            quiet,
+            setup.ahead_bytes,
+            printed=Printed(),
         )
         self.kernels: dict[Path, LoadedKernel] = {}
         self.serves: frozenset[Path] | None = None  # the spec files of its kernel, once bound
@@ -149,7 +155,7 @@ class _Worker:
         ):
             try:
                 kernel, case = self._kernel_case(spec_file, job.case_name)
-                module = self.runtime.module(binary, job.target)
+                module = self.runtime.module(binary, job.target, kernel.spec.context)
             except Exception as error:  # a spec or binary the parent could use, changed since
                 why = f"the {name} could not be loaded: {type(error).__name__}: {error}"
                 return Reply(asdict(PairTiming(why=why)))
