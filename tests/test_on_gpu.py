@@ -454,8 +454,9 @@ def test_the_examples_of_context_limits_and_64_bit_sizes_run_as_their_specs_say(
     matrix, toolchain, gpu, tmp_path, target
 ):
     """20,000 child grids with pending_launches raised, device printf in the case's output,
-    2^31 + 63 bytes indexed in 64 bits, and a case declaring more memory than any GPU has skipped
-    before its setup() would build 400 GB of host arrays."""
+    2^31 + 63 bytes indexed in 64 bits, bilinear filtering over a CUDA array (clamped and
+    wrapped), and a case declaring more memory than any GPU has skipped before its setup()
+    would build 400 GB of host arrays."""
     examples = ROOT / "examples" / "kernels"
     cells = _run(matrix, toolchain, gpu, [examples], tmp_path, target=target)
     for kernel, case in [
@@ -463,6 +464,9 @@ def test_the_examples_of_context_limits_and_64_bit_sizes_run_as_their_specs_say(
         ("device_printf", "n1M"),
         ("add_one_int64", "n2147483711"),
         ("declared_memory", "n16M"),
+        ("resample_bilinear", "up2x_clamp_2048"),
+        ("resample_bilinear", "up2x_wrap_shifted"),
+        ("resample_bilinear", "down3x_clamp"),
     ]:
         assert cells[kernel, case].outcome is Outcome.PASSED, cells[kernel, case].message
     assert "device printf (standard output):\nblock 0 covers elements 0 to 255" in (

@@ -131,6 +131,7 @@ def _problem(*launches: Launch, **buffers) -> Problem:
         "d": np.zeros(8, np.float64),
         "m": np.zeros((8, 8), np.float32),
         "odd": np.zeros((4, 7), np.float32),  # rows of 28 bytes: no pitch a texture takes
+        "i": np.zeros(8, np.int32),
     }
     return Problem(inputs=inputs, outputs={"y": np.zeros(8, np.float32)}, launches=launches)
 
@@ -194,6 +195,15 @@ def test_a_struct_is_packed_as_a_c_compiler_lays_it_out():
         (_launch(Texture("m", dims=2, filter="cubic")), "filter='cubic'"),
         (_launch(Texture("d")), "a Texture over 'd' of float64"),
         (_launch(Texture("odd", dims=2)), "its rows are 28 bytes, not a multiple of the"),
+        # over a CUDA array: any pitch, filtering in every dims, but as the hardware allows
+        (_launch(Texture("m", dims=3, array=True)), "a 3-D Texture over 'm', which is 2-D"),
+        (_launch(Texture("m", dims=4, array=True)), "dims=4 over an array: 1, 2 or 3"),
+        (_launch(Texture("i", dims=1, array=True, filter="linear")), "linear filtering over"),
+        (
+            _launch(Texture("m", dims=2, array=True, address="wrap")),
+            "address='wrap' reads normalized coordinates",
+        ),
+        (_launch(Texture("m", dims=2, array="yes")), "array='yes': True or False"),
     ],
 )
 def test_a_launch_no_gpu_could_take_is_named(launch, said):
@@ -238,6 +248,9 @@ def test_a_sound_launch_and_buffers_that_are_no_arrays():
     listed = _finding_on_h100(_problem(sound, x=[1.0, 2.0]), None)
     assert listed == "input 'x' is a list, not a numpy array"
     assert _finding_on_h100(_problem(), None) == "the problem launches nothing"
+    # a CUDA array takes rows of any length, and filters and wraps in every dimension
+    arrayed = Texture("odd", dims=2, array=True, filter="linear", address="wrap", normalized=True)
+    assert _finding_on_h100(_problem(_launch(arrayed)), None) is None
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a", "sm_100a"])

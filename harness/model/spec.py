@@ -183,18 +183,23 @@ class Struct:
 class Texture:
     """A texture object over an input, passed as a `cudaTextureObject_t`.
 
-    dims=1: a linear texture over the whole input, read with `tex1Dfetch<T>(t, i)` (filtering
-    and addressing do not apply to linear textures). dims=2: over a 2-D row-major input, read
-    with `tex2D<T>(t, x, y)`, x along a row; a row's bytes must be a multiple of the device's
-    texture pitch alignment (32 bytes on current GPUs). Element types: 8-, 16- and 32-bit
-    integers, float16, float32.
+    Over the input's own memory: dims=1, a linear texture over the whole input, read with
+    `tex1Dfetch<T>(t, i)` (filtering and addressing do not apply to linear textures); dims=2,
+    over a 2-D row-major input, read with `tex2D<T>(t, x, y)`, x along a row, a row's bytes a
+    multiple of the device's texture pitch alignment (32 bytes on current GPUs).
+    array=True: the input copied into a CUDA array of its shape (dims 1, 2 or 3, the input's
+    ndim), read with `tex1D`, `tex2D` or `tex3D<T>(t, x, y, z)`, x along the last axis, with
+    filtering, addressing and normalized coordinates in every dimension. Linear filtering
+    needs a float16 or float32 input; wrap and mirror addressing need normalized coordinates.
+    Element types: 8-, 16- and 32-bit integers, float16, float32.
     """
 
     name: str
     dims: int = 1
-    filter: str = "point"  # point or linear (2-D only)
-    address: str = "clamp"  # clamp, wrap, mirror or border (2-D only)
-    normalized: bool = False  # coordinates in [0, 1] (2-D only)
+    filter: str = "point"  # point or linear (2-D, or an array)
+    address: str = "clamp"  # clamp, wrap, mirror or border (2-D, or an array)
+    normalized: bool = False  # coordinates in [0, 1] (2-D, or an array)
+    array: bool = False  # a CUDA array holds the input: tex1D/tex2D/tex3D
 
 
 Arg = Buf | Scalar | TensorMap | Struct | Texture

@@ -25,7 +25,7 @@ from cuda.core import (
     TensorMapDescriptorOptions,
     launch,
 )
-from cuda.core.texture import ResourceDescriptor, TextureObjectOptions
+from cuda.core.texture import OpaqueArrayOptions, ResourceDescriptor, TextureObjectOptions
 from cuda.core.utils import StridedMemoryView
 
 from harness.compile.nvcc import entries_of_binary, jit_inputs_of_binary, symbols_of_binary
@@ -255,6 +255,7 @@ class Workspace:
         self.buffers: dict[str, Buffer] = {}  # what the kernel gets, between its guards
         self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
         self._textures: dict[Texture, object] = {}  # cuda.core's TextureObject, by spec
+        self._arrays: dict[str, Any] = {}  # cuda.core's OpaqueArray, by the input it holds
         textured = _textured(problem)
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
             if name in self.buffers:
@@ -310,6 +311,8 @@ class Workspace:
         self.problem = problem
         for name, array in problem.inputs.items():
             self._upload(name, array)
+        for name in self._arrays:  # a texture over a CUDA array reads its copy
+            self._fill_array(name)
         self._write_constants(problem)
         return True
 
@@ -391,7 +394,14 @@ class Workspace:
             raise Unlaunchable(why)
         array = self.problem.inputs[texture.name]
         buffer = self.buffers[texture.name]
-        if texture.dims == 1:
+        if texture.array:
+            resource = ResourceDescriptor.from_opaque_array(self._cuda_array(texture.name))
+            options = TextureObjectOptions(
+                address_mode=texture.address,
+                filter_mode=texture.filter,
+                normalized_coords=texture.normalized,
+            )
+        elif texture.dims == 1:
             resource = ResourceDescriptor.from_linear(
                 buffer, format=array.dtype, num_channels=1, size_bytes=array.nbytes
             )
@@ -415,6 +425,22 @@ class Workspace:
         made = self.device.create_texture_object(resource=resource, options=options)
         self._textures[texture] = made
         return made
+
+    def _cuda_array(self, name: str) -> Any:
+        """The CUDA array holding the input `name` (x along its last axis), made once per
+        workspace and filled from its device buffer."""
+        if name not in self._arrays:
+            array = self.problem.inputs[name]
+            options = OpaqueArrayOptions(
+                shape=tuple(reversed(array.shape)), format=array.dtype, num_channels=1
+            )
+            self._arrays[name] = self.device.create_opaque_array(options)
+            self._fill_array(name)
+        return self._arrays[name]
+
+    def _fill_array(self, name: str) -> None:
+        """The CUDA array of input `name` copied from its device buffer, as it holds now."""
+        self._arrays[name].copy_from(self.buffers[name], stream=self.stream)
 
     def _step(self, module: Module, one: Launch | Memset) -> Callable[[Stream], None]:
         """One step of a run, enqueued on the stream it is given."""
@@ -615,6 +641,9 @@ class Workspace:
         for texture in self._textures.values():
             texture.close()  # type: ignore[attr-defined]
         self._textures.clear()
+        for cuda_array in self._arrays.values():  # after the textures that read them
+            cuda_array.close()
+        self._arrays.clear()
         self.buffers.clear()
         self.guards.clear()
         for whole in self._allocations.values():

@@ -139,25 +139,41 @@ def texture_problem(
     if array.dtype not in TEXTURE_DTYPES:
         kinds = ", ".join(str(t) for t in TEXTURE_DTYPES)
         return f"a Texture over {texture.name!r} of {array.dtype}: textures hold {kinds}"
-    if texture.dims not in (1, 2):
+    if texture.array is not True and texture.array is not False:
+        return f"a Texture with array={texture.array!r}: True or False"
+    if texture.array and texture.dims not in (1, 2, 3):
+        return f"a Texture of dims={texture.dims!r} over an array: 1, 2 or 3 (tex1D to tex3D)"
+    if not texture.array and texture.dims not in (1, 2):
         return f"a Texture of dims={texture.dims!r}: 1 (tex1Dfetch) or 2 (tex2D)"
-    if texture.dims == 2 and array.ndim != 2:
-        return f"a 2-D Texture over {texture.name!r}, which is {array.ndim}-D"
+    if (texture.array or texture.dims == 2) and array.ndim != texture.dims:
+        return f"a {texture.dims}-D Texture over {texture.name!r}, which is {array.ndim}-D"
     if texture.filter not in TEXTURE_FILTERS:
         return f"a Texture with filter={texture.filter!r}: one of {TEXTURE_FILTERS}"
     if texture.address not in TEXTURE_ADDRESSES:
         return f"a Texture with address={texture.address!r}: one of {TEXTURE_ADDRESSES}"
-    if texture.dims == 1 and (
-        texture.filter != "point" or texture.address != "clamp" or texture.normalized
+    if (
+        not texture.array
+        and texture.dims == 1
+        and (texture.filter != "point" or texture.address != "clamp" or texture.normalized)
     ):
         return (
             "a 1-D Texture reads with tex1Dfetch: no filtering, addressing or normalized "
-            "coordinates (those are a 2-D Texture's)"
+            "coordinates (those are a 2-D Texture's, or one over an array: array=True)"
+        )
+    if texture.array and texture.filter == "linear" and array.dtype.kind != "f":
+        return (
+            f"a Texture with linear filtering over {texture.name!r} of {array.dtype}: "
+            "filtering interpolates float16 or float32 elements"
+        )
+    if texture.array and texture.address in ("wrap", "mirror") and not texture.normalized:
+        return (
+            f"a Texture with address={texture.address!r} reads normalized coordinates: "
+            "normalized=True"
         )
     if array.size == 0:
         return f"a Texture over {texture.name!r}, which is empty"
     pitch = array.shape[-1] * array.dtype.itemsize
-    if texture.dims == 2 and pitch % pitch_alignment:
+    if not texture.array and texture.dims == 2 and pitch % pitch_alignment:
         return (
             f"a 2-D Texture over {texture.name!r}: its rows are {pitch} bytes, not a multiple "
             f"of the device's texture pitch alignment ({pitch_alignment} bytes)"
