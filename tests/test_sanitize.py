@@ -270,6 +270,32 @@ def test_the_verdict_is_the_tools_and_the_case_outcome_a_property(
         assert diagnosis.skip_reason is SkipReason.DEVICE_UNSUPPORTED
 
 
+# What compute-sanitizer 2025 says of a kernel that launches kernels, under synccheck or initcheck
+CANNOT_WATCH_CDP = """\
+========= COMPUTE-SANITIZER
+========= Warning: CUDA Dynamic Parallelism is not supported by the selected tool
+=========\x20
+========= ERROR SUMMARY: {errors} error{s}
+"""
+
+
+@pytest.mark.parametrize("tool", [Tool.SYNCCHECK, Tool.INITCHECK])
+def test_a_tool_that_cannot_watch_the_kernel_skips_its_cell_and_fails_nothing(tool):
+    log = CANNOT_WATCH_CDP.format(errors=1, s="")
+    diagnosis = diagnose(tool, log, Finished(0, _report(), ""), 9, None)
+    assert diagnosis.outcome is Outcome.SKIPPED
+    assert diagnosis.skip_reason is SkipReason.TOOL_UNSUPPORTED
+    assert diagnosis.message == (
+        f"tool-unsupported: {tool.value} cannot watch this kernel: CUDA Dynamic Parallelism is "
+        "not supported by the selected tool"
+    )
+    # an error of its own beside it is the kernel's, as ever
+    more = CANNOT_WATCH_CDP.format(errors=2, s="s").replace(
+        "=========\x20\n", "========= Barrier error detected. Divergent thread(s) in block\n"
+    )
+    assert diagnose(tool, more, Finished(0, _report(), ""), 9, None).outcome is Outcome.FAILED
+
+
 def _spec(cases, work) -> Declared:
     """What a spec of `cases` and `work` declares, as the run reads it from the spec's child."""
     spec = KernelSpec("k.cu", cases=tuple(cases), setup=None, reference=None, work=work)

@@ -16,6 +16,9 @@ class SkipReason(enum.Enum):
     TARGET_UNSUPPORTED = "target-unsupported"  # the kernel needs more than the target offers
     DEVICE_UNSUPPORTED = "device-unsupported"  # this device cannot run the target's binary
     NO_DEVICE = "no-device"  # no CUDA device visible
+    # a compute-sanitizer tool cannot watch what the kernel does (synccheck and initcheck:
+    # dynamic parallelism): that tool's cell only
+    TOOL_UNSUPPORTED = "tool-unsupported"
 
 
 class CellKind(enum.Enum):

@@ -38,6 +38,8 @@ PRINT_LIMIT = 10  # findings printed in full; the summary still counts every one
 LOG_CHARS = 20_000  # of a log kept in the cell: the findings lead it, the summary ends it
 
 # Anchored at the line's end: with more errors than the print limit, a second line
+# A tool that cannot watch what the kernel does says so as a warning it counts as an error
+_TOOL_CANNOT = re.compile(r"^=+ Warning: (.+ is not supported by the selected tool)\s*$", re.M)
 # `ERROR SUMMARY: N errors were not printed. ...` follows and is not the total.
 _ERROR_SUMMARY = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?\s*$", re.MULTILINE)
 _RACECHECK_SUMMARY = re.compile(
@@ -205,6 +207,10 @@ def diagnose(
     complaint = (finished.stderr.strip().splitlines() or [""])[-1]
     if finished.status is None:
         return failed(f"timeout: no verdict after {timeout_s:g} s; killed")
+    cannot = _TOOL_CANNOT.findall(log)
+    if found and cannot and found.errors == len(cannot):  # its only errors: what it cannot do
+        why = f"{tool.value} cannot watch this kernel: {cannot[0]}"
+        return Diagnosis(Skip(SkipReason.TOOL_UNSUPPORTED, why), findings)
     if found and found.errors:
         plural = "s" if found.errors > 1 else ""
         said = f": {headline}" if headline else ""
