@@ -246,12 +246,14 @@ def test_what_a_child_says_it_read_cannot_break_the_run(tmp_path, path):
     forever, is no entry, and no crash or hang."""
     cache = CheckCache(tmp_path / "cache")
     reads = check_cache.Reads((path,), (), {}, False, False)
-    cache.keep("planted.sound", "k", {"n1": 0.1}, reads, [])
-    assert not cache.served("planted.sound", "k", ["n1"], 60, lambda facts: True)
+    cache.keep("planted.sound", "k", {"n1": 0.1}, {"n1": None}, reads, [])
+    assert cache.served("planted.sound", "k", ["n1"], 60, lambda facts: True) is None
     reads = check_cache.Reads((), (path,), {path: None}, False, False)
-    cache.keep("planted.sound", "k", {"n1": 0.1}, reads, [])
+    cache.keep("planted.sound", "k", {"n1": 0.1}, {"n1": None}, reads, [])
     served = cache.served("planted.sound", "k", ["n1"], 60, lambda facts: True)
-    assert served == ("\0" not in path)  # /dev/zero as a package's file: only its stat is read
+    assert served == (
+        None if "\0" in path else {"n1": None}
+    )  # /dev/zero as a package's file: only its stat is read
 
 
 def _entry(cache_dir, kernel):
@@ -281,6 +283,7 @@ def _signed(record, key, entry):
         "no MAC",
         "another kernel's entry",
         "a case's time not a number, signed",
+        "a case's note not text, signed",
         "the cache's key broken",
     ],
 )
@@ -311,6 +314,10 @@ def test_an_entry_not_as_the_harness_wrote_it_is_a_miss(
         shutil.copy(_entry(cache, "sound"), entry)
     elif tamper == "a case's time not a number, signed":
         record["cases"]["n1"] = "fast"
+        key = (cache / ".mac-key").read_bytes()
+        entry.write_text(json.dumps(_signed(record, key, entry)))
+    elif tamper == "a case's note not text, signed":
+        record["notes"]["n1"] = 5
         key = (cache / ".mac-key").read_bytes()
         entry.write_text(json.dumps(_signed(record, key, entry)))
     else:

@@ -20,6 +20,8 @@ from harness.pipeline.stages import run_target, sanitize_target
 from harness.run.sanitizer import SanitizerMissing, find_compute_sanitizer
 from tests.conftest import FAULTS, PLANTED, ROOT, plant_forger
 
+SURFACES = ROOT / "tests" / "fixtures" / "surfaces"
+
 
 def _run(matrix, toolchain, gpu, kernels, tmp_path, target="sm_90a"):
     """Run the kernel trees `kernels` (a list of roots) for one target on the GPU."""
@@ -494,3 +496,45 @@ def test_context_limits_are_set_as_asked_and_the_defaults_come_back(gpu):
     assert check(driver.cuCtxGetLimit(pending)) == default
     with pytest.raises(DeviceUnsupported, match="stack_bytes"):
         limiter.allow(ContextLimits(stack_bytes=2**30))
+
+
+def test_surfaces_are_poisoned_checked_and_held_to_the_arrays_a_device_makes(
+    matrix, toolchain, gpu, tmp_path
+):
+    """An output written through a surface starts as poison and is copied back before it is
+    checked; an input written through one is found; an array wider than the GPU makes is a
+    device-unsupported skip with the figures, before anything runs."""
+    cells = _run(matrix, toolchain, gpu, [SURFACES], tmp_path)
+    missed = cells["misses_a_column", "100x70"]
+    assert missed.outcome is Outcome.FAILED and "100 of 7000 elements" in missed.message, missed
+    written = cells["writes_its_input", "100x70"]
+    assert written.outcome is Outcome.FAILED, written.message
+    assert "input 'x' was written by the kernel: 7000 of 7000 elements" in written.message
+    narrow = cells["longer_than_a_device_makes", "100x70"]
+    assert narrow.outcome is Outcome.PASSED and narrow.timing is not None, narrow.message
+    wide = cells["longer_than_a_device_makes", "2x140000"]
+    assert wide.outcome is Outcome.SKIPPED, wide.message
+    assert wide.skip_reason.value == "device-unsupported"
+    assert "a 2-D surface over 'y' of 140000 x 2 elements (x first), beyond" in wide.message
+
+
+def test_the_stand_in_of_this_gpus_family_makes_the_arrays_this_gpu_makes(matrix, gpu):
+    """The CPU check skips a case as this GPU would only where the stand-in's largest arrays
+    are its family's: held to the driver's figures here."""
+    from cuda.core import Device
+
+    from harness.run.launch import largest_array
+    from harness.run.stand_in import stand_in_for
+
+    family = [t for t in matrix.targets.values() if t.cc.major == gpu.cc.major]
+    if not family:
+        pytest.skip(f"no target of this GPU's family (CC {gpu.cc.major}.x) in the matrix")
+    device = Device(gpu.ordinal)
+    device.set_current()
+    stand_in = stand_in_for(family[0])
+    for kind in ("texture", "surface"):
+        for dims in (1, 2, 3):
+            assert largest_array(device, kind, dims) == stand_in.largest_array(kind, dims), (
+                kind,
+                dims,
+            )

@@ -16,13 +16,23 @@ from junitparser import Error, JUnitXml, Skipped
 from harness.model.cell import Resources
 from harness.model.errors import Unavailable
 from harness.model.outcome import Outcome
-from harness.pipeline.checking import CHECKED
+from harness.pipeline.checking import CHECKED, FROM_CACHE
 from harness.pipeline.context import RunOptions
 from harness.pipeline.stages import run_target
-from harness.run.packing import bits_of, layout_of, packed
+from harness.run.packing import array_beyond, bits_of, cuda_arrays, layout_of, packed
 from harness.run.spec_check import problem_finding
 from harness.run.stand_in import STAND_INS, DeviceFacts, FactLog, blocks_per_sm
-from harness.spec import Buf, Launch, Memset, Problem, Scalar, Struct, TensorMap, Texture
+from harness.spec import (
+    Buf,
+    Launch,
+    Memset,
+    Problem,
+    Scalar,
+    Struct,
+    Surface,
+    TensorMap,
+    Texture,
+)
 from tests.conftest import ROOT, whole_corpus
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spec_checks"
@@ -83,15 +93,44 @@ def test_check_on_a_cpu_makes_each_broken_spec_an_error_cell_and_fails(tmp_path)
         assert outcome == "error", (name, shown)
         assert shown.startswith(f"planted.{kernel} case '{case}' {stand_in}: "), shown
         assert message in shown, shown
-    # beyond_any: more than the stand-in has, so never set up (its setup() would raise)
-    clean = ("sound::n1000", "sound::n1", "setup_raises::n1", "declares_memory::beyond_any")
+    clean = ("sound::n1000", "sound::n1", "setup_raises::n1", "beyond_stand_in::n1000")
     for sound in (*clean, "declares_memory::n1"):
         outcome, shown = cases[f"planted.{sound}[sm_90a]"]
         assert outcome == "skipped" and shown.endswith(CHECKED), (sound, shown)
+    # what the stand-in would skip is no error, and its cell says how far it was checked
+    stopped = {
+        # more than the stand-in has, so never set up (its setup() would raise)
+        "declares_memory::beyond_any": "its spec was checked as far as device_bytes(): the "
+        "case declares 1000000000000000 bytes, more than the stand-in device has",
+        "beyond_stand_in::many_sms": "its spec was checked as far as setup(), which says the "
+        "stand-in device cannot run it: needs 100000 SMs, the device has 132",
+        "beyond_stand_in::long_surface": f"{CHECKED}, and the stand-in device would skip it: a "
+        "1-D surface over 'y' of 40000 elements (x first), beyond the device's largest 1-D "
+        "surface array, 32768",
+    }
+    for name, note in stopped.items():
+        outcome, shown = cases[f"planted.{name}[sm_90a]"]
+        assert outcome == "skipped" and note in shown and CHECKED not in shown.replace(note, ""), (
+            name,
+            shown,
+        )
     errors = sorted(name for name, (outcome, _) in cases.items() if outcome == "error")
     # the two cases of each broken spec, but setup_raises n1; three of declares_memory
     assert len(errors) == 10, errors
     assert "planted.wrong_reference::n1[sm_90a]" in done.stdout
+    # a kept check says, when served, how far each case was checked, as it said it then
+    again = subprocess.run(
+        [sys.executable, "-m", "harness", "check", "sm_90a", *args, "-k", "beyond_stand_in"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)},
+    )
+    served = _cases(tmp_path / "partial-check-sm_90a.xml")
+    for name in ("many_sms", "long_surface"):
+        _, shown = served[f"planted.beyond_stand_in::{name}[sm_90a]"]
+        note = stopped[f"beyond_stand_in::{name}"]
+        assert shown.endswith(f"{note}; {FROM_CACHE}"), (shown, again.stdout, again.stderr)
 
 
 @pytest.mark.corpus
@@ -209,6 +248,50 @@ def test_a_struct_is_packed_as_a_c_compiler_lays_it_out():
 def test_a_launch_no_gpu_could_take_is_named(launch, said):
     found = _finding_on_h100(_problem(launch), {"k": Resources(32, 0, 0, 0)})
     assert found is not None and said in found, found
+
+
+def test_a_surface_no_gpu_could_make_is_named_and_one_beyond_the_device_is_no_error():
+    problem = Problem(
+        inputs={
+            "x": np.zeros((4, 5), np.uint8),
+            "d": np.zeros(8),
+            "cube": np.zeros((2,) * 4, np.int8),
+        },
+        outputs={"y": np.zeros((2, 3, 4), np.float32), "none": np.zeros(0, np.int16)},
+        scratch={"work": np.zeros(8, np.float32)},
+        launches=(),
+    )
+    said = {
+        "work": "a Surface over 'work', which is not an input or an output (['cube', 'd', 'none'",
+        "d": "a Surface over 'd' of float64: surfaces hold uint8,",
+        "cube": "a Surface over 'cube', which is 4-D: surfaces are 1-, 2- or 3-D",
+        "none": "a Surface over 'none', which is empty",
+    }
+    entries = {"k": Resources(32, 0, 0, 0)}
+    for name, message in said.items():
+        found = _finding_on_h100(
+            dataclasses.replace(problem, launches=(_launch(Surface(name)),)), entries
+        )
+        assert found is not None and message in found, found
+    # an input read and an output written through surfaces, and a texture over the same input
+    sound = _launch(Surface("x"), Texture("x", dims=2, array=True), Surface("y"))
+    assert _finding_on_h100(dataclasses.replace(problem, launches=(sound,)), entries) is None
+    assert dict(cuda_arrays(dataclasses.replace(problem, launches=(sound,)))) == {
+        "x": "surface",  # its array takes surface stores: the surface's limits hold for it
+        "y": "surface",
+    }
+
+
+def test_an_array_is_beyond_a_device_only_past_each_shape_it_takes():
+    deep = [[16384] * 3, [8192, 8192, 32768]]
+    assert array_beyond("texture", "v", (20000, 1, 1), deep) is None  # (z, y, x): the alternate
+    assert array_beyond("texture", "v", (16384, 16384, 16384), deep) is None
+    assert array_beyond("texture", "v", (20000, 9000, 1), deep) == (
+        "a 3-D texture over 'v' of 1 x 9000 x 20000 elements (x first), beyond the device's "
+        "largest 3-D texture array, 16384 x 16384 x 16384 or 8192 x 8192 x 32768"
+    )
+    assert array_beyond("surface", "y", (32768,), [[32768]]) is None
+    assert "of 32769 elements" in array_beyond("surface", "y", (32769,), [[32768]])
 
 
 def test_steps_constants_and_accumulated_outputs_no_gpu_could_take_are_named():

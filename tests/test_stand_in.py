@@ -58,6 +58,8 @@ def test_facts_hold_where_each_is_answered_alike():
     _ = limits.max_blocks_per_sm("add_one", 256, 0)  # 8 on each stand-in
     assert log.ask("has_entry", [], "add_one") is True
     assert log.ask("shmem_fits", 200 * 1024) is True
+    assert log.ask("largest_array", "surface", 2) == [[131072, 65536]]  # as the JSON says it
+    assert log.ask("largest_array", "texture", 3) == [[16384] * 3, [8192, 8192, 32768]]
     facts = log.noted()
     assert H100.hold(facts) and B200.hold(facts)
     assert not A100.hold(facts)  # 200 KiB is beyond the A100's opt-in
@@ -79,6 +81,9 @@ def test_facts_hold_where_each_is_answered_alike():
         [[["has_entry", [1], "add_one"], True]],
         [[[], 1]],
         [[["texture_pitch", 1], 32]],
+        [[["largest_array", "surface", 4], [[1, 1, 1, 1]]]],
+        [[["largest_array", "texture", True], [[131072]]]],
+        [[["largest_array", "mipmap", 1], [[131072]]]],
     ],
     ids=[
         "none",
@@ -89,6 +94,9 @@ def test_facts_hold_where_each_is_answered_alike():
         "macros not strings",
         "an empty question",
         "a question with too much",
+        "an array of four dimensions",
+        "dims as a bool",
+        "an array of no kind a spec has",
     ],
 )
 def test_facts_a_kept_entry_may_say_anything_and_never_hold_when_malformed(facts):

@@ -202,7 +202,19 @@ class Texture:
     array: bool = False  # a CUDA array holds the input: tex1D/tex2D/tex3D
 
 
-Arg = Buf | Scalar | TensorMap | Struct | Texture
+@dataclass(frozen=True)
+class Surface:
+    """A surface object over an input or an output, passed as a `cudaSurfaceObject_t`: the
+    buffer held in a CUDA array of its shape (1-, 2- or 3-D: its ndim, x along the last axis),
+    read and written with `surf1Dread`/`surf2Dwrite<T>(v, s, x * sizeof(T), y)`/`surf3D...`,
+    x in bytes. An output's array is filled with the poison before each checked run and copied
+    back after it, outside the timed runs; an input's holds each run's inputs. Element types
+    as a Texture's."""
+
+    name: str
+
+
+Arg = Buf | Scalar | TensorMap | Struct | Texture | Surface
 
 
 @dataclass(frozen=True)

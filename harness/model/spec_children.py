@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -199,6 +200,9 @@ def _in_child(
     """In the spec's child: confined, `work` on it, its result (or its error) sent, exit at
     once."""
     os.setsid()  # its group is ours to kill, with whatever the spec starts
+    # no bytecode of the spec's modules: a write the child attempts, in a tree it may not
+    # write (confined), would mark its check as one that wrote, never kept
+    sys.dont_write_bytecode = True
     with open(os.devnull, "w") as nowhere:
         os.dup2(nowhere.fileno(), 1)
         os.dup2(nowhere.fileno(), 2)

@@ -17,9 +17,8 @@ from harness.pipeline.compiling import TargetBuilds
 from harness.pipeline.console import CountProgress
 from harness.pipeline.context import RunContext
 from harness.run.check_cache import CheckCache
-from harness.run.spec_check import check_kernels
+from harness.run.spec_check import CHECKED, check_kernels
 
-CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
 FROM_CACHE = "answered from the check cache: nothing the check reads has changed"
 
 
@@ -56,7 +55,8 @@ def check_on_cpu(
     for each in not_run:
         for name in each.cases:
             found = findings[each.kernel.classname][name]
-            checked = f"{CHECKED}; {FROM_CACHE}" if found.cached else CHECKED
+            checked = found.note or CHECKED
+            checked = f"{checked}; {FROM_CACHE}" if found.cached else checked
             settled = SpecError(found.finding) if found.finding else each.why.adding(checked)
             planned = PlannedCell(CellKind.CASE, name)
             cell = settled_cell(each.kernel, planned, context.target, context.provenance, settled)

@@ -48,7 +48,7 @@ import numpy as np
 from harness.model.errors import KernelFailed
 
 FOLDER = "checks"  # under the compile cache folder
-FORMAT = "check-cache/2"
+FORMAT = "check-cache/3"
 MOST_FACT_SETS = 16  # the entries of a kernel looked at, newest first: a few targets' worth
 MAC_DOMAIN = b"cuda-matrix check answer"  # no compile entry's MAC reads alike
 UNUSABLE = "unusable"  # a device, a pipe: what it reads is not what a later read would be
@@ -277,22 +277,25 @@ class CheckCache:
         cases: Sequence[str],
         budget_s: float,
         hold: Callable[[Any], bool],
-    ) -> bool:
-        """Whether a kept answer of `classname`'s check under `key` stands: each of `cases`
-        without a finding, checked within `budget_s`, everything the check read as it was, and
-        `hold(facts)` true of what it asked of the device. An entry unreadable, malformed or
-        not the harness's is a miss."""
+    ) -> dict[str, str | None] | None:
+        """Each case's note (how far it was checked, where the device would skip it) from a
+        kept answer of `classname`'s check under `key` that stands: each of `cases` without a
+        finding, checked within `budget_s`, everything the check read as it was, and
+        `hold(facts)` true of what it asked of the device. None where none stands; an entry
+        unreadable, malformed or not the harness's is a miss."""
         mac_key = self._mac_key
         if mac_key is None:
-            return False
+            return None
         try:  # the newest first: an entry is rewritten whenever its check runs again
             found = self.folder.joinpath(classname).glob(f"{key}-*.json")
             kept = sorted(found, key=_modified, reverse=True)
         except OSError:
-            return False
-        return any(
-            self._stands(mac_key, path, cases, budget_s, hold) for path in kept[:MOST_FACT_SETS]
-        )
+            return None
+        for path in kept[:MOST_FACT_SETS]:
+            notes = self._stands(mac_key, path, cases, budget_s, hold)
+            if notes is not None:
+                return notes
+        return None
 
     def _stands(
         self,
@@ -301,47 +304,53 @@ class CheckCache:
         cases: Sequence[str],
         budget_s: float,
         hold: Callable[[Any], bool],
-    ) -> bool:
+    ) -> dict[str, str | None] | None:
         classname = path.parent.name
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
-            return False
+            return None
         if not isinstance(record, dict) or record.get("format") != FORMAT:
-            return False
+            return None
         mac = record.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(
             mac, _entry_mac(mac_key, classname, path.stem, record)
         ):
-            return False
-        seconds, files = record.get("cases"), record.get("files")
+            return None
+        seconds, notes, files = record.get("cases"), record.get("notes"), record.get("files")
         installed, environ = record.get("installed"), record.get("environ")
         if not (
             isinstance(seconds, dict)
             and sorted(seconds) == sorted(cases)
             and all(_duration(s) for s in seconds.values())
             and sum(seconds.values()) <= budget_s
+            and isinstance(notes, dict)
+            and sorted(notes) == sorted(cases)
+            and all(note is None or isinstance(note, str) for note in notes.values())
         ):
-            return False
-        return (
+            return None
+        stands = (
             hold(record.get("facts"))
             and _each(files, self._fingerprint)
             and _each(installed, _stat_signature)
             and _each(environ, _environ_digest)
         )
+        return notes if stands else None
 
     def keep(
         self,
         classname: str,
         key: str,
         seconds: Mapping[str, float],
+        notes: Mapping[str, str | None],
         reads: Reads,
         facts: list[Any],
     ) -> None:
-        """The answer of a check that found nothing, kept with what it read as it is now and
-        what it asked of the device (`facts`, [question, answer] each). Not kept where the
-        check drew fresh entropy, wrote a file or read a device, nor where the cache cannot be
-        written (the answer stands; the next run checks again)."""
+        """The answer of a check that found nothing (each case's `seconds`, and its `notes`:
+        how far it was checked, where the device would skip it), kept with what it read as it
+        is now and what it asked of the device (`facts`, [question, answer] each). Not kept
+        where the check drew fresh entropy, wrote a file or read a device, nor where the cache
+        cannot be written (the answer stands; the next run checks again)."""
         mac_key = self._mac_key
         if mac_key is None or reads.drew_entropy or reads.wrote:
             return
@@ -355,6 +364,7 @@ class CheckCache:
         record: dict[str, object] = {
             "format": FORMAT,
             "cases": dict(seconds),
+            "notes": dict(notes),
             "files": files,
             "installed": installed,
             "environ": dict(reads.environ),

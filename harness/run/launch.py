@@ -6,6 +6,7 @@ copies of numpy arrays.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,12 +40,22 @@ from harness.model.spec import (
     Problem,
     Scalar,
     Struct,
+    Surface,
     TensorMap,
     Texture,
 )
 from harness.run.checked import check
 from harness.run.device import DeviceInfo
-from harness.run.packing import bits_of, packed, scalar_problem, struct_problem, texture_problem
+from harness.run.packing import (
+    array_beyond,
+    bits_of,
+    cuda_arrays,
+    packed,
+    scalar_problem,
+    struct_problem,
+    surface_problem,
+    texture_problem,
+)
 from harness.run.stray import CONTENTS, Extreme, extreme_fill
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
@@ -68,6 +79,25 @@ SECOND_POISON_BYTE = 0x5A
 # that the tool, which knows each allocation's size, sees an access past either end.
 GUARD_BYTES = 256
 GUARD_BYTE = 0xA5  # what a guard holds; any other byte there was written by the kernel
+# The device attributes of the largest CUDA array, x first, by what reads it and its dims; a
+# 3-D texture's alternate shape (deep and narrow) is a second one it takes
+_LARGEST_ARRAY = {
+    ("texture", 1): (("maximum_texture1d_width",),),
+    ("texture", 2): (("maximum_texture2d_width", "maximum_texture2d_height"),),
+    ("texture", 3): (
+        ("maximum_texture3d_width", "maximum_texture3d_height", "maximum_texture3d_depth"),
+        (
+            "maximum_texture3d_width_alternate",
+            "maximum_texture3d_height_alternate",
+            "maximum_texture3d_depth_alternate",
+        ),
+    ),
+    ("surface", 1): (("maximum_surface1d_width",),),
+    ("surface", 2): (("maximum_surface2d_width", "maximum_surface2d_height"),),
+    ("surface", 3): (
+        ("maximum_surface3d_width", "maximum_surface3d_height", "maximum_surface3d_depth"),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -255,7 +285,20 @@ class Workspace:
         self.buffers: dict[str, Buffer] = {}  # what the kernel gets, between its guards
         self.guards: dict[str, tuple[Buffer, int]] = {}  # "<name>:before", "<name>:after"
         self._textures: dict[Texture, object] = {}  # cuda.core's TextureObject, by spec
-        self._arrays: dict[str, Any] = {}  # cuda.core's OpaqueArray, by the input it holds
+        self._surfaces: dict[Surface, object] = {}  # cuda.core's SurfaceObject, by spec
+        self._arrays: dict[str, Any] = {}  # cuda.core's OpaqueArray, by the buffer it holds
+        self._array_kinds = dict(cuda_arrays(problem))  # "texture" or "surface", by buffer
+        try:
+            self._make(module, problem)
+        except BaseException:  # a launch it cannot make, a device it does not fit: freed now
+            with contextlib.suppress(Exception):  # (a broken context: the error said is above)
+                self.close()
+            raise
+
+    def _make(self, module: Module, problem: Problem) -> None:
+        """The buffers (each between its guards, where guarded), the inputs uploaded, the
+        constants written, the outputs poisoned, and the steps of a run."""
+        device, stream = self.device, self.stream
         textured = _textured(problem)
         for name, array in {**problem.inputs, **problem.outputs, **problem.scratch}.items():
             if name in self.buffers:
@@ -263,7 +306,7 @@ class Workspace:
             # a texture's memory starts at the device's texture alignment (512 bytes on an
             # H200), more than an allocation promises: its guard before grows to reach it
             align = device.properties.texture_alignment if name in textured else 1
-            if not guarded:
+            if not self.guarded:
                 self._allocate_exactly(name, array.nbytes, align)
                 continue
             whole = device.allocate(array.nbytes + 2 * GUARD_BYTES + align - 1, stream=stream)
@@ -311,7 +354,7 @@ class Workspace:
         self.problem = problem
         for name, array in problem.inputs.items():
             self._upload(name, array)
-        for name in self._arrays:  # a texture over a CUDA array reads its copy
+        for name in self._arrays:  # a texture or surface over a CUDA array reads its copy
             self._fill_array(name)
         self._write_constants(problem)
         return True
@@ -344,6 +387,7 @@ class Workspace:
         self.stream.sync()  # `data` may be a temporary: finish before it is freed
 
     def _download(self, name: str, template: np.ndarray, staging: HostStaging | None) -> np.ndarray:
+        self._drain((name,))
         shape, dtype = template.shape, template.dtype
         out = staging.array(shape, dtype) if staging else np.empty(shape, dtype)
         check(
@@ -378,12 +422,14 @@ class Workspace:
             return view.as_tensor_map(box_dim=arg.box, swizzle=_SWIZZLE_BY_BYTES[arg.swizzle_bytes])
         if isinstance(arg, Texture):
             return np.uint64(self._texture(arg).handle)
+        if isinstance(arg, Surface):
+            return np.uint64(self._surface(arg).handle)
         if isinstance(arg, Struct):
             everything = {**self.problem.inputs, **self.problem.outputs, **self.problem.scratch}
             if why := struct_problem(arg, everything):
                 raise Unlaunchable(why)
             return _StructBytes(packed(arg, lambda name: int(self.buffers[name].handle)))
-        raise Unlaunchable(f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture")
+        raise Unlaunchable(f"{arg!r} is not a Buf, Scalar, TensorMap, Struct, Texture or Surface")
 
     def _texture(self, texture: Texture) -> Any:
         """The texture object `texture` asks for, made once per workspace."""
@@ -426,21 +472,51 @@ class Workspace:
         self._textures[texture] = made
         return made
 
+    def _surface(self, surface: Surface) -> Any:
+        """The surface object `surface` asks for, made once per workspace."""
+        if surface not in self._surfaces:
+            if why := surface_problem(surface, {**self.problem.inputs, **self.problem.outputs}):
+                raise Unlaunchable(why)
+            resource = ResourceDescriptor.from_opaque_array(self._cuda_array(surface.name))
+            self._surfaces[surface] = self.device.create_surface_object(resource=resource)
+        return self._surfaces[surface]
+
     def _cuda_array(self, name: str) -> Any:
-        """The CUDA array holding the input `name` (x along its last axis), made once per
-        workspace and filled from its device buffer."""
+        """The CUDA array holding the buffer `name` (x along its last axis), made once per
+        workspace and filled from its device buffer; DeviceUnsupported where it is larger than
+        this device makes."""
         if name not in self._arrays:
-            array = self.problem.inputs[name]
+            array, kind = self._array(name), self._array_kinds[name]
+            largest = largest_array(self.device, kind, array.ndim)
+            if why := array_beyond(kind, name, array.shape, largest):
+                raise DeviceUnsupported(why)
             options = OpaqueArrayOptions(
-                shape=tuple(reversed(array.shape)), format=array.dtype, num_channels=1
+                shape=tuple(reversed(array.shape)),
+                format=array.dtype,
+                num_channels=1,
+                is_surface_load_store=kind == "surface",
             )
             self._arrays[name] = self.device.create_opaque_array(options)
             self._fill_array(name)
         return self._arrays[name]
 
     def _fill_array(self, name: str) -> None:
-        """The CUDA array of input `name` copied from its device buffer, as it holds now."""
+        """The CUDA array of buffer `name` copied from its device buffer, as it holds now."""
         self._arrays[name].copy_from(self.buffers[name], stream=self.stream)
+
+    def _fill_output_arrays(self) -> None:
+        """Each output's CUDA array as its buffer is now (poisoned, zeroed, primed): what a
+        surface writes, the checked run's outputs, starts as the buffer does."""
+        for name in self._arrays:
+            if name in self.problem.outputs:
+                self._fill_array(name)
+
+    def _drain(self, names: Iterable[str]) -> None:
+        """Each named buffer a surface may write, as its CUDA array holds it now: the arrays are
+        copied back before a buffer is read, never inside a timed run."""
+        for name in names:
+            if name in self._arrays and self._array_kinds[name] == "surface":
+                self._arrays[name].copy_to(self.buffers[name], stream=self.stream)
 
     def _step(self, module: Module, one: Launch | Memset) -> Callable[[Stream], None]:
         """One step of a run, enqueued on the stream it is given."""
@@ -530,6 +606,7 @@ class Workspace:
         accumulated output is zeroed before each run instead (reset_accumulated)."""
         for name in self._poisoned():
             self.buffers[name].fill(byte, stream=self.stream)
+        self._fill_output_arrays()
 
     def _poisoned(self) -> list[str]:
         """The outputs filled with poison before a run: not the accumulated (zeroed), nor the
@@ -556,6 +633,7 @@ class Workspace:
             extreme = loud.get(f"{name}:{CONTENTS}")
             dtype = self.problem.outputs[name].dtype
             _fill(self.buffers[name], extreme, dtype, POISON_BYTE, self.stream)
+        self._fill_output_arrays()
 
     def kind_of(self, name: str) -> str:
         """The group of the buffer `name`: "input", "output" or "scratch"."""
@@ -579,6 +657,7 @@ class Workspace:
         for name in self.problem.accumulated:
             if self.problem.outputs[name].nbytes:
                 self.buffers[name].fill(0, stream=self.stream)
+        self._fill_output_arrays()
 
     def run(self, stream: Stream | None = None) -> None:
         """Enqueue every step of the problem on the stream (or on `stream`, another timer's),
@@ -607,7 +686,9 @@ class Workspace:
 
     def extents(self, names: Iterable[str]) -> dict[str, tuple[Buffer, int]]:
         """Each named buffer and how many of its bytes the problem uses (a buffer is never
-        empty, an array may be)."""
+        empty, an array may be); one a surface writes as its CUDA array holds it now."""
+        names = list(names)
+        self._drain(names)
         return {name: (self.buffers[name], self._array(name).nbytes) for name in names}
 
     def guard_writes(self, name_side: str) -> str:
@@ -638,10 +719,11 @@ class Workspace:
 
     def close(self) -> None:
         self.stream.sync()
-        for texture in self._textures.values():
-            texture.close()  # type: ignore[attr-defined]
+        for made in (*self._textures.values(), *self._surfaces.values()):
+            made.close()  # type: ignore[attr-defined]
         self._textures.clear()
-        for cuda_array in self._arrays.values():  # after the textures that read them
+        self._surfaces.clear()
+        for cuda_array in self._arrays.values():  # after the objects over them
             cuda_array.close()
         self._arrays.clear()
         self.buffers.clear()
@@ -649,6 +731,15 @@ class Workspace:
         for whole in self._allocations.values():
             whole.close(self.stream)
         self._allocations.clear()
+
+
+def largest_array(device: Device, kind: str, dims: int) -> list[list[int]]:
+    """The shapes (x first) of the largest `dims`-D CUDA array `device` makes for a `kind`
+    ("texture" or "surface"), as the stand-ins say theirs."""
+    return [
+        [getattr(device.properties, attribute) for attribute in shape]
+        for shape in _LARGEST_ARRAY[kind, dims]
+    ]
 
 
 def _fill(
@@ -694,8 +785,8 @@ def _parameter_bytes(arg: object) -> bytes:
     if isinstance(arg, np.generic):
         return arg.tobytes()
     raise Unlaunchable(
-        f"a launch that passes a Struct takes Buf, Scalar, Texture and Struct arguments, not "
-        f"{type(arg).__name__} (a TensorMap goes in a launch of its own kind)"
+        "a launch that passes a Struct takes Buf, Scalar, Texture, Surface and Struct arguments, "
+        f"not {type(arg).__name__} (a TensorMap goes in a launch of its own kind)"
     )
 
 

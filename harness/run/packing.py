@@ -1,17 +1,18 @@
 """Kernel arguments as bytes where cuda.core cannot pack them: scalars of ml_dtypes (bf16, fp8)
-as their bits, structs by value in the C layout, and what a texture object may be made over.
+as their bits, structs by value in the C layout, and what a texture or surface object may be made
+over.
 Plain numpy, so the CPU check (spec_check) says the same of an argument as a launch on a GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
-from harness.model.spec import Buf, Struct, Texture
+from harness.model.spec import Buf, Launch, Problem, Struct, Surface, Texture
 
 POINTER_BYTES = 8  # a device pointer inside a struct, on every 64-bit host CUDA supports
 _NATIVE = {np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)}
@@ -179,6 +180,57 @@ def texture_problem(
             f"of the device's texture pitch alignment ({pitch_alignment} bytes)"
         )
     return None
+
+
+def surface_problem(surface: Surface, buffers: Mapping[str, np.ndarray]) -> str | None:
+    """Why a surface object cannot be made as `surface` asks over the problem's inputs and
+    outputs (`buffers`); None when it can."""
+    if surface.name not in buffers:
+        return (
+            f"a Surface over {surface.name!r}, which is not an input or an output "
+            f"({sorted(buffers)})"
+        )
+    array = buffers[surface.name]
+    if array.dtype not in TEXTURE_DTYPES:
+        kinds = ", ".join(str(t) for t in TEXTURE_DTYPES)
+        return f"a Surface over {surface.name!r} of {array.dtype}: surfaces hold {kinds}"
+    if array.ndim not in (1, 2, 3):
+        return (
+            f"a Surface over {surface.name!r}, which is {array.ndim}-D: surfaces are 1-, 2- or 3-D"
+        )
+    if array.size == 0:
+        return f"a Surface over {surface.name!r}, which is empty"
+    return None
+
+
+def cuda_arrays(problem: Problem) -> Iterator[tuple[str, str]]:
+    """Each buffer a launch of `problem` reads or writes through a CUDA array, with what the
+    array is for: "surface" where any Surface names it (the array then takes surface loads and
+    stores, and a surface's limits), else "texture"."""
+    named: dict[str, str] = {}
+    for step in problem.launches:
+        for arg in step.args if isinstance(step, Launch) else ():
+            if isinstance(arg, Surface):
+                named[arg.name] = "surface"
+            elif isinstance(arg, Texture) and arg.array:
+                named.setdefault(arg.name, "texture")
+    yield from named.items()
+
+
+def array_beyond(
+    kind: str, name: str, shape: tuple[int, ...], largest: Sequence[Sequence[int]]
+) -> str | None:
+    """Why a CUDA array of a buffer of numpy `shape` is larger than a device makes for a
+    `kind` ("texture" or "surface") of its dimensions, whose `largest` extents (x first) are
+    each a shape it takes; None when it fits one."""
+    extent = tuple(reversed(shape))  # x along the last axis, as the array is made
+    if any(all(e <= m for e, m in zip(extent, most, strict=True)) for most in largest):
+        return None
+    said = " or ".join(" x ".join(map(str, most)) for most in largest)
+    return (
+        f"a {len(extent)}-D {kind} over {name!r} of {' x '.join(map(str, extent))} elements "
+        f"(x first), beyond the device's largest {len(extent)}-D {kind} array, {said}"
+    )
 
 
 def _aligned(offset: int, alignment: int) -> int:

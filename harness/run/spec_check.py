@@ -38,12 +38,20 @@ from harness.model.spec import (
     Problem,
     Scalar,
     Struct,
+    Surface,
     TensorMap,
     Texture,
 )
 from harness.model.spec_children import in_spec_children
 from harness.run.check_cache import CheckCache, ReadRecorder, Reads, entry_key
-from harness.run.packing import scalar_problem, struct_problem, texture_problem
+from harness.run.packing import (
+    array_beyond,
+    cuda_arrays,
+    scalar_problem,
+    struct_problem,
+    surface_problem,
+    texture_problem,
+)
 from harness.run.stand_in import DeviceFacts, FactLog, StandIn, stand_in_for
 from harness.run.verify import (
     check_declared_bytes,
@@ -55,6 +63,7 @@ from harness.sandbox import Confinement
 
 MAX_BLOCK_THREADS = 1024
 SWIZZLES = (0, 32, 64, 128)
+CHECKED = "its spec was checked here (setup, launches, entries, arguments, reference, work)"
 
 
 def check_kernels(
@@ -88,10 +97,13 @@ def check_kernels(
             started = time.perf_counter()
             keys[kernel.classname] = key = entry_key(spec_file, confined)
             names = kernel.case_names
-            if cache.served(kernel.classname, key, names, budget_s, facts.hold):
+            notes = cache.served(kernel.classname, key, names, budget_s, facts.hold)
+            if notes is not None:
                 # each case's time is its share of the look-up: > 0, as readers divide by it
                 share = max((time.perf_counter() - started) / len(names), SHORTEST_SECONDS)
-                served[kernel.classname] = dict.fromkeys(names, CaseCheck(None, share, True))
+                served[kernel.classname] = {
+                    name: CaseCheck(None, share, True, notes[name]) for name in names
+                }
                 continue
         jobs.append((spec_file, facts.to_plan()))
     if progress is not None and served:
@@ -144,26 +156,34 @@ def _keep(
         return
     files = tuple(dict.fromkeys([*reads.files, str(kernel.folder / "spec.py")]))
     seconds = {name: check.seconds for name, check in checks.items()}
-    cache.keep(kernel.classname, key, seconds, dataclasses.replace(reads, files=files), facts)
+    notes = {name: check.note for name, check in checks.items()}
+    kept_reads = dataclasses.replace(reads, files=files)
+    cache.keep(kernel.classname, key, seconds, notes, kept_reads, facts)
 
 
 @dataclass(frozen=True)
 class CaseCheck:
-    """What the CPU found of a case (None: it would launch as its spec says), and how long the
-    check took: the case cell's time, where it did not run. `cached`: the answer of an earlier
-    check, served as nothing it read has changed (its time is the look-up's)."""
+    """What the CPU found of a case (None: it would launch as its spec says), how long the
+    check took (the case cell's time, where it did not run), and, where the stand-in device
+    would skip the case, how far it was checked and why (None: it was checked through).
+    `cached`: the answer of an earlier check, served as nothing it read has changed (its time
+    is the look-up's)."""
 
     finding: str | None
     seconds: float
     cached: bool = False
+    note: str | None = None
 
 
 def _case_check(answer: Any) -> CaseCheck:
-    """A child's answer for one case, read as a spec's child may send anything."""
-    finding, seconds = answer if isinstance(answer, list) and len(answer) == 2 else (answer, 0.0)
+    """A child's answer for one case, [finding, seconds, note], read as a spec's child may send
+    anything."""
+    parts = answer if isinstance(answer, list) and len(answer) == 3 else [answer, 0.0, None]
+    finding, seconds, note = parts
     text = finding if isinstance(finding, str) or finding is None else repr(finding)
     valid = isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0
-    return CaseCheck(text, float(seconds) if valid else 0.0)
+    said = note if isinstance(note, str) else None
+    return CaseCheck(text, float(seconds) if valid else 0.0, note=said)
 
 
 def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, Any]:
@@ -177,45 +197,67 @@ def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, Any]:
     found = {}
     for case in kernel.spec.cases:
         started = time.monotonic()
-        finding = _case_finding(kernel, case, log)
-        found[case.name] = [finding, time.monotonic() - started]
+        finding, note = _case_finding(kernel, case, log)
+        found[case.name] = [finding, time.monotonic() - started, note]
     facts = log.noted() if log.complete else None
     return {"cases": found, "reads": recorder.finish().to_json(), "facts": facts}
 
 
-def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> str | None:
+def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> tuple[str | None, str | None]:
+    """What is wrong with the case (None: nothing), and, where the stand-in device would skip
+    it, how far it was checked and why (None: all of it, and it would run)."""
     spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {log.facts.device.name}"
     defines = define_flags(case.defines)
     try:
         declared = declared_bytes(kernel.classname, spec, case)
     except SpecError as error:
-        return f"{where}: {error}"
+        return f"{where}: {error}", None
     if declared is not None and not log.ask("memory_fits", declared):
-        return None  # more than this device has: skipped before setup(), as on a GPU
+        # skipped before setup(), as on a GPU: its figure is the stand-in's, so not said here
+        return None, (
+            f"its spec was checked as far as device_bytes(): the case declares {declared} "
+            "bytes, more than the stand-in device has, so it is skipped before setup() as on "
+            "a GPU that small"
+        )
     try:
         problem = spec.setup(case, np.random.default_rng(0), log.limits(defines))
-    except DeviceUnsupported:
-        return None  # this device cannot run it, as the spec says: no error
+    except DeviceUnsupported as unsupported:
+        return None, (
+            "its spec was checked as far as setup(), which says the stand-in device cannot run "
+            f"it: {unsupported.why}"
+        )
     except Exception as error:
-        return f"{where}: setup() raised {type(error).__name__}: {error}"
+        return f"{where}: setup() raised {type(error).__name__}: {error}", None
     if not isinstance(problem, Problem):
-        return f"{where}: setup() returned {type(problem).__name__}, not a Problem"
+        return f"{where}: setup() returned {type(problem).__name__}, not a Problem", None
     why = problem_finding(problem, log, defines)
     if why:
-        return f"{where}: {why}"
+        return f"{where}: {why}", None
     try:
         check_declared_bytes(kernel.classname, problem, declared)
     except SpecError as error:
-        return f"{where}: {error}"
+        return f"{where}: {error}", None
     seen = problem.case_seen_by(case)
     try:
         expected = spec.reference(seen, problem.inputs)
         check_reference_fits(kernel.classname, problem.outputs, expected, case)
         checked_work(kernel.classname, spec.work(seen))
     except SpecError as error:
-        return f"{where}: {error}"
+        return f"{where}: {error}", None
     except Exception as error:
-        return f"{where}: reference() or work() raised {type(error).__name__}: {error}"
+        return f"{where}: reference() or work() raised {type(error).__name__}: {error}", None
+    beyond = _arrays_beyond(problem, log)
+    return None, beyond and f"{CHECKED}, and the stand-in device would skip it: {beyond}"
+
+
+def _arrays_beyond(problem: Problem, log: FactLog) -> str | None:
+    """Why a CUDA array the problem's textures or surfaces read is larger than the device
+    makes (a GPU skips the case device-unsupported at its upload); None when none is."""
+    buffers = {**problem.inputs, **problem.outputs}
+    for name, kind in cuda_arrays(problem):
+        shape = buffers[name].shape
+        if why := array_beyond(kind, name, shape, log.ask("largest_array", kind, len(shape))):
+            return why
     return None
 
 
@@ -246,7 +288,7 @@ def problem_finding(problem: Problem, log: FactLog, defines: tuple[str, ...]) ->
                 return f"step {index}: Memset({step.name!r}, {step.byte!r}): a byte is 0 to 255"
         elif not isinstance(step, Launch):
             return f"step {index} is {type(step).__name__}, not a Launch or a Memset"
-        elif why := _launch_finding(step, buffers, problem.inputs, log, defines):
+        elif why := _launch_finding(step, buffers, problem, log, defines):
             return f"launch {index} ({step.entry}): {why}"
     accumulated = [name for name in problem.accumulated if name not in problem.outputs]
     if accumulated:
@@ -262,7 +304,7 @@ def problem_finding(problem: Problem, log: FactLog, defines: tuple[str, ...]) ->
 def _launch_finding(
     launch: Launch,
     buffers: Mapping[str, np.ndarray],
-    inputs: Mapping[str, np.ndarray],
+    problem: Problem,
     log: FactLog,
     defines: tuple[str, ...],
 ) -> str | None:
@@ -289,13 +331,13 @@ def _launch_finding(
         beyond = log.facts.device.smem_optin_bytes
         return f"{shmem} bytes of dynamic shared memory, beyond {beyond}"
     for position, arg in enumerate(launch.args):
-        if why := _argument_finding(arg, buffers, inputs, log):
+        if why := _argument_finding(arg, buffers, problem, log):
             return f"argument {position}: {why}"
     kinds = {type(arg) for arg in launch.args}
     if Struct in kinds and TensorMap in kinds:
         return (
-            "a launch that passes a Struct takes Buf, Scalar, Texture and Struct arguments, "
-            "not TensorMap (a TensorMap goes in a launch of its own kind)"
+            "a launch that passes a Struct takes Buf, Scalar, Texture, Surface and Struct "
+            "arguments, not TensorMap (a TensorMap goes in a launch of its own kind)"
         )
     return None
 
@@ -303,7 +345,7 @@ def _launch_finding(
 def _argument_finding(
     arg: object,
     buffers: Mapping[str, np.ndarray],
-    inputs: Mapping[str, np.ndarray],
+    problem: Problem,
     log: FactLog,
 ) -> str | None:
     if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
@@ -321,8 +363,10 @@ def _argument_finding(
     if isinstance(arg, Struct):
         return struct_problem(arg, buffers)
     if isinstance(arg, Texture):
-        return texture_problem(arg, inputs, log.ask("texture_pitch"))
-    return f"{arg!r} is not a Buf, Scalar, TensorMap, Struct or Texture"
+        return texture_problem(arg, problem.inputs, log.ask("texture_pitch"))
+    if isinstance(arg, Surface):
+        return surface_problem(arg, {**problem.inputs, **problem.outputs})
+    return f"{arg!r} is not a Buf, Scalar, TensorMap, Struct, Texture or Surface"
 
 
 def _dim3(dims: object) -> bool:

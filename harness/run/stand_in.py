@@ -5,7 +5,8 @@ family with public figures (A100, H100, B200), occupancy computed from the build
 resources as the occupancy calculator computes it (near the driver's answer, which a spec reads
 only to size a grid). A check asks the stand-in questions: a field of DeviceLimits, the resident
 blocks of an entry, whether the binary has an entry, whether a launch's shared memory fits, the
-texture pitch, whether a case's declared memory fits. Each question and its answer is a fact the
+texture pitch, the largest CUDA array of a texture or surface, whether a case's declared memory
+fits. Each question and its answer is a fact the
 check used (FactLog); a check whose facts all hold on another target's stand-in answers the same
 there (harness.run.check_cache).
 """
@@ -38,6 +39,24 @@ class StandIn:
     threads_per_sm: int = 2048
     blocks_per_sm: int = 32
     texture_pitch_bytes: int = 32  # CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT
+    # The largest CUDA array, x first, by what reads it and its dimensions: each a shape the
+    # device takes (a 3-D texture has an alternate shape, deep and narrow). CC 5.0 and later.
+    largest_arrays: tuple[tuple[str, int, tuple[tuple[int, ...], ...]], ...] = (
+        ("texture", 1, ((131072,),)),
+        ("texture", 2, ((131072, 65536),)),
+        ("texture", 3, ((16384, 16384, 16384), (8192, 8192, 32768))),
+        ("surface", 1, ((32768,),)),
+        ("surface", 2, ((131072, 65536),)),
+        ("surface", 3, ((16384, 16384, 16384),)),
+    )
+
+    def largest_array(self, kind: str, dims: int) -> list[list[int]]:
+        """The shapes (x first) of the largest `dims`-D CUDA array a `kind` is made over."""
+        return next(
+            [list(shape) for shape in shapes]
+            for each, count, shapes in self.largest_arrays
+            if (each, count) == (kind, dims)
+        )
 
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -106,7 +125,12 @@ class DeviceFacts:
             for defines, built in plan["builds"]
         }
         major, minor = plan["cc"]
-        return cls((major, minor), StandIn(**plan["device"]), builds)
+        device = dict(plan["device"])
+        device["largest_arrays"] = tuple(  # JSON has lists: tuples again, as the fields say
+            (kind, dims, tuple(tuple(shape) for shape in shapes))
+            for kind, dims, shapes in device["largest_arrays"]
+        )
+        return cls((major, minor), StandIn(**device), builds)
 
     def answer(self, question: Any) -> Any:
         """The answer to a question a check asked (as FactLog notes it); ValueError where it is
@@ -129,6 +153,9 @@ class DeviceFacts:
             return _int(args[0]) <= self.device.memory_bytes
         if kind == "texture_pitch" and not args:
             return self.device.texture_pitch_bytes
+        if kind == "largest_array" and len(args) == 2 and args[0] in ("texture", "surface"):
+            if args[1] in (1, 2, 3) and not isinstance(args[1], bool):
+                return self.device.largest_array(args[0], args[1])
         raise ValueError(f"not a question a check asks: {question!r}")
 
     def hold(self, facts: Any) -> bool:
