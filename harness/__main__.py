@@ -53,6 +53,16 @@ def main(argv: list[str] | None = None) -> int:
         help="also keep the finished run in this history database, under its commit, as "
         "`report` keeps it (a GPU box's trend without a `report` step)",
     )
+    test.add_argument(
+        "--carry-from",
+        type=Path,
+        help="a history database: a case whose code, spec, toolkit, target, GPU model, driver "
+        "and the harness's checks are as in a passed run it keeps is not launched, its verdict "
+        "carried (matrix.yaml's carry: says how old a verdict may be)",
+    )
+    test.add_argument(
+        "--no-carry", action="store_true", help="run every case, whatever --carry-from says"
+    )
     sanitize = commands.add_parser(
         "sanitize", parents=[common], help="compile one target, run compute-sanitizer over it"
     )

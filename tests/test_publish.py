@@ -26,7 +26,7 @@ from harness.model.outcome import CellKind, Outcome
 from harness.pipeline.context import HistoryUnusable, RunOptions
 from harness.pipeline.stages import run_target
 from harness.report import store
-from harness.report.history import History, HistorySink, recent_reports
+from harness.report.history import SCHEMA_VERSION, History, HistorySink, recent_reports
 from harness.report.merge import load_reports, read_report, write_merged_xml
 from harness.report.publish import PublishOptions, publish
 from harness.report.summary import render_summary
@@ -663,7 +663,7 @@ def test_a_history_of_the_schema_before_is_brought_up_to_date_with_nothing_lost(
     rows = history.db.execute("SELECT commit_id, device, driver, toolkit FROM runs").fetchall()
     (version,) = history.db.execute("PRAGMA user_version").fetchone()
     history.close()
-    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == 5
+    assert rows == [("aaaa1111", "NVIDIA H200", None, None)] and version == SCHEMA_VERSION
     assert not list(tmp_path.glob("history.sqlite.unreadable-*"))  # not moved aside
 
 
@@ -720,7 +720,8 @@ def test_cells_stored_before_schema_5_are_judged_from_their_json_as_from_columns
     _stored_as_schema_4(tmp_path / "before.sqlite", KEPT, "base")
     history = History(tmp_path / "before.sqlite")
     (version,) = history.db.execute("PRAGMA user_version").fetchone()
-    assert version == 5 and verdicts(history) == from_columns and len(from_columns) > 100
+    assert version == SCHEMA_VERSION and verdicts(history) == from_columns
+    assert len(from_columns) > 100
     assert sum(v[5] is True for v in from_columns) > 100  # each build's identity read back too
     with history.db:
         (row, cell_json) = history.db.execute(
@@ -962,3 +963,23 @@ def test_an_unfinished_run_is_not_kept_in_the_history(tmp_path):
     report.finished = False
     HistorySink(tmp_path / "history.sqlite", "abc1234").end(report)
     assert not (tmp_path / "history.sqlite").exists()
+
+
+def test_a_history_of_schema_5_keeps_its_cells_and_has_no_verdict_to_carry(tmp_path):
+    path = tmp_path / "history.sqlite"
+    history = History(path)
+    history.record(load_reports(KEPT, TARGETS), "base")
+    cells = history.db.execute("SELECT count(*) FROM cells").fetchone()
+    history.close()
+    with sqlite3.connect(path) as db:  # as schema 5 had it: no run's time, no verdict key
+        db.executescript(
+            "DROP INDEX cells_by_verdict_key; ALTER TABLE cells DROP COLUMN verdict_key; "
+            "ALTER TABLE cells DROP COLUMN carried; ALTER TABLE runs DROP COLUMN recorded; "
+            "PRAGMA user_version = 5;"
+        )
+    history = History(path)
+    assert history.db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    assert history.db.execute("SELECT count(*) FROM cells").fetchone() == cells
+    keys = history.db.execute("SELECT DISTINCT verdict_key, carried FROM cells").fetchall()
+    history.close()
+    assert keys == [(None, None)]

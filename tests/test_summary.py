@@ -13,6 +13,7 @@ import pytest
 
 from harness.model.cell import (
     ABComparison,
+    CarriedFrom,
     Cell,
     CompileFacts,
     Judgement,
@@ -296,3 +297,14 @@ def test_builds_without_a_code_identity_are_counted_saying_why():
     )
     every = [dataclasses.replace(cell, compile=known) for cell in cells]
     assert "identity" not in render_summary(_set(every))
+
+
+def test_a_carried_cell_counts_as_passed_and_says_from_where():
+    origin = CarriedFrom("abcdef0123456789" * 2 + "abcdef01", "h200-1", "2026-12-01", "s")
+    cells = [_cell("n1"), _cell("n2", carried_from=origin), _cell("n3", carried_from=origin)]
+    first, *_ = headline(_set(cells))
+    assert first.startswith("3 passed, ") and first.endswith(
+        "; 2 of the passed carried from earlier runs, not launched"
+    )
+    summary = render_summary(_set(cells), targets=TARGETS)
+    assert summary.count("carried from abcdef0123") == 2

@@ -168,7 +168,7 @@ def test_gpu_jobs_never_run_for_a_pull_requests_own_workflow():
     assert "github.event_name != 'pull_request'" in jobs["aggregate"]["if"]
     assert jobs["test"]["environment"] == "gpu"
     triggers = _caller()[True]  # YAML reads the key `on` as True
-    assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
+    assert set(triggers) == {"push", "pull_request", "workflow_dispatch", "schedule"}
     assert triggers["push"]["branches"] == ["main"]
     assert "ref" in triggers["workflow_dispatch"]["inputs"]
     for name in ("build", "test"):  # the dispatched commit, resolved once, built and tested
@@ -214,8 +214,9 @@ def test_main_s_runs_are_never_cancelled_and_alone_write_the_history():
     uses = [s.get("uses", "").split("@")[0] for s in steps]
     assert "actions/cache" not in uses  # restore and save are apart, so the save has a condition
     (save,) = [s for s in steps if s.get("uses", "").startswith("actions/cache/save@")]
-    assert (
-        save["if"] == "always() && github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    assert save["if"] == (
+        "always() && (github.event_name == 'push' || github.event_name == 'schedule') "
+        "&& github.ref == 'refs/heads/main'"
     )
     restore = next(s for s in steps if s.get("uses", "").startswith("actions/cache/restore@"))
     assert restore["with"]["path"] == save["with"]["path"] == "history"
@@ -322,7 +323,7 @@ def test_every_shard_of_a_run_weighs_the_kernels_by_the_same_history():
     assert plan["outputs"]["history"] == "${{ steps.history.outputs.cache-matched-key != '' }}"
     steps = _workflow()["jobs"]["test"]["steps"]
     (fetched,) = [s for s in steps if s.get("with", {}).get("name") == "shard-times"]
-    assert fetched["if"] == "matrix.shard && needs.plan.outputs.history == 'true'"
+    assert fetched["if"] == "needs.plan.outputs.history == 'true'"
     (tested,) = [s for s in steps if s.get("id") == "test"]
     assert tested["env"]["TIMES"] == (
         "${{ matrix.shard && needs.plan.outputs.history == 'true' && "
@@ -403,3 +404,18 @@ def test_the_fixture_caller_passes_actionlint_and_zizmor():
         text=True,
     )
     assert audited.returncode == 0, audited.stdout + audited.stderr
+
+
+def test_each_gpu_job_carries_from_main_s_history_but_the_nightly_run_of_main():
+    """A push or a dispatch carries the verdicts main's history vouches for; the schedule,
+    which only main has, runs every case anew, and its reports join the history."""
+    assert _caller()[True]["schedule"] == [{"cron": "17 3 * * *"}]  # YAML reads `on` as True
+    steps = _workflow()["jobs"]["test"]["steps"]
+    (fetched,) = [s for s in steps if s.get("with", {}).get("name") == "shard-times"]
+    (tested,) = [s for s in steps if s.get("id") == "test"]
+    assert tested["env"]["CARRY"] == (
+        "${{ needs.plan.outputs.history == 'true' && github.event_name != 'schedule' && "
+        "'shard-times/history.sqlite' || '' }}"
+    )
+    assert f"{fetched['with']['path']}/history.sqlite" in tested["env"]["CARRY"]
+    assert '${CARRY:+--carry-from "${CARRY}"}' in tested["run"]

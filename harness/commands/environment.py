@@ -102,6 +102,7 @@ def run_options(args: argparse.Namespace, target: Target) -> RunOptions:
         shard=_shard(args),
         root=project_root(),
         history=getattr(args, "history", None),
+        carry_from=None if getattr(args, "no_carry", False) else getattr(args, "carry_from", None),
     )
 
 

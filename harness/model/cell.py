@@ -78,6 +78,20 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class CarriedFrom:
+    """The run a carried verdict was reached in: a case cell whose inputs to its verdict are all
+    as they were then (harness.pipeline.carrying) passes on that run's word, never launched."""
+
+    commit: str
+    runner: str
+    recorded: str  # when that run was kept in the history: ISO 8601, UTC
+    suite: str
+
+    def __str__(self) -> str:
+        return f"{self.commit[:12]} ({self.suite}, {self.runner}, {self.recorded})"
+
+
+@dataclass(frozen=True)
 class Stages:
     """Where a run cell's seconds went, by stage of the case."""
 
@@ -224,6 +238,10 @@ class Cell:
     vendor: VendorTiming | None = None
     sanitizer: SanitizerFindings | None = None
     ab: ABComparison | None = None  # a case cell's A/B against a base commit
+    # a case cell's digest of all its verdict depends on (harness.pipeline.carrying); None:
+    # not one a later run may carry
+    verdict_key: str | None = None
+    carried_from: CarriedFrom | None = None  # a verdict passed on, not reached in this run
 
     def settle(self, error: CellError) -> None:
         """The cell's outcome, reason and message from what failed."""

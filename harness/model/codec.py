@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from harness.model.cell import (
     ABComparison,
+    CarriedFrom,
     Cell,
     CompileFacts,
     DeviceRecord,
@@ -34,8 +35,8 @@ from harness.model.outcome import CellKind, Outcome, SkipReason
 # cell's `code_identity`; 2.6: a case cell's `ab`, a timing's `queued_us` and `shared_gpu`, a
 # report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds; 2.8:
 # the file's `outcomes_sha256`, the same's, of its cells' names and outcomes; 2.9: a report's
-# `shard` and `sources`)
-SCHEMA_VERSION = "2.9"
+# `shard` and `sources`; 2.10: a case cell's `verdict_key` and `carried_from`)
+SCHEMA_VERSION = "2.10"
 
 
 def cell_json(cell: Cell) -> dict[str, Any]:
@@ -62,6 +63,8 @@ def cell_json(cell: Cell) -> dict[str, Any]:
         "vendor": _plain(cell.vendor),
         "sanitizer": _sanitizer_json(cell.sanitizer),
         "ab": _ab_json(cell.ab),
+        "verdict_key": cell.verdict_key,
+        "carried_from": _plain(cell.carried_from),
     }
 
 
@@ -92,6 +95,10 @@ def cell_from_json(record: dict[str, Any], target: str, provenance: Provenance) 
         vendor=_known(VendorTiming, record["vendor"]) if record.get("vendor") else None,
         sanitizer=_sanitizer_from(record.get("sanitizer")),
         ab=_ab_from(record.get("ab")),
+        verdict_key=_text_or_none("verdict_key", record.get("verdict_key")),
+        carried_from=(
+            _known(CarriedFrom, record["carried_from"]) if record.get("carried_from") else None
+        ),
     )
 
 
@@ -253,6 +260,12 @@ def _known(kind: type[K], record: Any) -> K:
     if record.keys() <= names.keys():  # as this harness wrote it: as it is
         return kind(**record)
     return kind(**{name: value for name, value in record.items() if name in names})
+
+
+def _text_or_none(name: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"{name} is {type(value).__name__}, not text")
 
 
 def _kind_before_2_4(record: dict[str, Any]) -> CellKind:

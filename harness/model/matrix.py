@@ -138,6 +138,16 @@ AB_DEFAULTS = ABSettings(rounds=30, samples=5, budget_s=10.0)
 
 
 @dataclass(frozen=True)
+class CarrySettings:
+    """Which verdicts a run may carry from the history (matrix.yaml's `carry:`)."""
+
+    max_age_days: float  # a verdict kept longer ago than this is reached anew
+
+
+CARRY_DEFAULTS = CarrySettings(max_age_days=7.0)
+
+
+@dataclass(frozen=True)
 class DevicePeaks:
     memory_gb_per_s: float
     fp32_tflops: float
@@ -173,6 +183,7 @@ class Matrix:
     sanitize: SanitizeDefaults
     container: ContainerLimits = CONTAINER
     ab: ABSettings = AB_DEFAULTS
+    carry: CarrySettings = CARRY_DEFAULTS
 
     def github_jobs(self) -> list[dict[str, Any]]:
         """The GitHub Actions job matrix: one GPU job per target, one per shard of a target
@@ -354,7 +365,7 @@ def load_matrix(path: Path) -> Matrix:
         root,
         "matrix",
         {"toolkits", "targets", "timing", "devices", "sanitize"},
-        frozenset({"container", "ab"}),
+        frozenset({"container", "ab", "carry"}),
     )
 
     toolkits = {}
@@ -446,7 +457,14 @@ def load_matrix(path: Path) -> Matrix:
         sanitize=_sanitize(reader, top["sanitize"]),
         container=_container(reader, top["container"]) if "container" in top else CONTAINER,
         ab=_ab(reader, top["ab"]) if "ab" in top else AB_DEFAULTS,
+        carry=_carry(reader, top["carry"]) if "carry" in top else CARRY_DEFAULTS,
     )
+
+
+def _carry(reader: _Reader, node: yaml.Node) -> CarrySettings:
+    fields = reader.mapping(node, "carry", {"max_age_days"})
+    days = reader.scalar(fields["max_age_days"], "carry.max_age_days", float, 3650)
+    return CarrySettings(max_age_days=days)
 
 
 def _ab(reader: _Reader, node: yaml.Node) -> ABSettings:

@@ -1,4 +1,5 @@
-"""Another commit's kernel trees, as files: what `ab` builds its base from.
+"""Another commit's kernel trees, as files: what `ab` builds its base from; and which commits the
+project's repository has: where a carried verdict may come from.
 
 `git archive` writes the commit's files under the kernel trees' paths into a folder of their
 own, laid out as the project is, so the base's headers and chapter modules sit where its specs
@@ -40,6 +41,28 @@ def resolve_commit(project: Path, ref: str) -> str | Unavailable:
     if isinstance(found, Unavailable):
         return Unavailable(f"{ref!r} is not a commit of {project}: {found.why}")
     return found.decode().strip()
+
+
+def known_commits(project: Path, commits: set[str]) -> set[str] | Unavailable:
+    """Which of `commits` (full SHAs) the project's repository has, or why it cannot say."""
+    listed = "".join(f"{commit}^{{commit}}\n" for commit in sorted(commits))
+    try:
+        done = subprocess.run(
+            ["git", "cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            input=listed.encode(),
+            capture_output=True,
+            cwd=project,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return Unavailable(f"git could not run ({error})")
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return Unavailable(said[-1] if said else f"git cat-file exited {done.returncode}")
+    found = {
+        line.split()[0] for line in done.stdout.decode().splitlines() if line.endswith(" commit")
+    }
+    return commits & found
 
 
 def extract(project: Path, commit: str, kernel_roots: list[Path], into: Path) -> BaseTree:

@@ -45,6 +45,8 @@ class RunOptions:
     shard: ShardRequest | None = None  # test --shard i/N: this part of the kernels only
     root: Path | None = None  # the project: reports name kernel sources relative to it
     history: Path | None = None  # test --history DB: the finished run is kept there too
+    # test --carry-from DB: verdicts passed on from the history there (harness.pipeline.carrying)
+    carry_from: Path | None = None
 
 
 class NothingToRun(UsageError):

@@ -59,6 +59,7 @@ class GpuJob:
     case: DeclaredCase
     binary: Path
     expected_time: ExpectedTime
+    verdict_key: str | None = None  # harness.pipeline.carrying; None: never carried
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,8 @@ def _run_one(
     if pool.start_s:  # the first case, or the one after a fault
         cell.worker_start_s = pool.start_s
     cell.gpu = device.ordinal
+    # the parent's word, never the worker's: a spec could name another cell's key, or a source
+    cell.verdict_key, cell.carried_from = job.verdict_key, None
     return cell
 
 

@@ -3,6 +3,7 @@
     load      each spec read in a child process of its own        (pipeline.loading)
     compile   nvcc per build, cached by content                   (pipeline.compiling)
     check     a case this machine does not run, checked on its CPU (pipeline.checking)
+    carry     a case whose verdict is as a kept run reached it, passed on (pipeline.carrying)
     run       a case launched, verified and timed on a GPU        (pipeline.running)
     sanitize  a kernel's smallest case under each tool            (pipeline.sanitizing)
 
@@ -29,6 +30,7 @@ from harness.model.discovery import Kernel
 from harness.model.errors import CellError, Skip, Unavailable
 from harness.model.matrix import Matrix
 from harness.model.outcome import CellKind
+from harness.pipeline.carrying import VerdictKeys, carry
 from harness.pipeline.cells import PlannedCell, settled_cell
 from harness.pipeline.checking import NotRunHere, check_on_cpu
 from harness.pipeline.compiling import TargetBuilds, compile_kernels
@@ -217,10 +219,12 @@ def _cases(
     results: Results,
 ) -> list[GpuJob]:
     """Each case of each compiled kernel, where it goes: a case whose build failed fails here;
-    one this machine cannot run is checked on its CPU; the rest are the GPUs' jobs."""
+    one this machine cannot run is checked on its CPU; one whose verdict the history passes on
+    is carried (harness.pipeline.carrying); the rest are the GPUs' jobs."""
     jobs: list[GpuJob] = []
     failed = []
     not_run: list[NotRunHere] = []
+    keys = VerdictKeys(context)
     for kernel in builds.kernels:
         cannot_run: list[str] = []
         skip: Skip | None = None
@@ -238,13 +242,15 @@ def _cases(
                 )
                 continue
             key = (kernel.classname, case.name)
-            jobs.append(GpuJob(kernel, case, binary, expected_time(key, last_run, case.work)))
+            expected = expected_time(key, last_run, case.work)
+            verdict = keys.of(kernel, case.name, builds.build_of(kernel, case))
+            jobs.append(GpuJob(kernel, case, binary, expected, verdict))
         if skip is not None:
             not_run.append(NotRunHere(kernel, skip, cannot_run))
     # check's context has no device, so every case it has is one this machine does not run
     assert Stage.RUN in pipeline.stages or not jobs
     results.add([*failed, *check_on_cpu(context, not_run, builds)])
-    return jobs
+    return carry(context, jobs, results)
 
 
 def _in_case_order(report: Report, builds: TargetBuilds, first: int) -> None:

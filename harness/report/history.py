@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.model import codec
-from harness.model.cell import Cell, Provenance, Report, column_of
+from harness.model.cell import CarriedFrom, Cell, Provenance, Report, column_of
 from harness.model.codec import cell_from_json, possible_times
 from harness.model.files import kind_of
 from harness.model.outcome import CellKind
@@ -40,8 +40,10 @@ from harness.report.verdict import (
 # toolkit, which a history of 2 gets as unknown (NULL); 4 added each timed cell's samples and
 # shared GPU as columns beside its JSON; 5 keeps each run's report JSON whole and no cell's JSON,
 # the samples packed and each build's identity as columns. The cells of an older history keep
-# their JSON in `cell`, and are read from it.
-SCHEMA_VERSION = 5
+# their JSON in `cell`, and are read from it. 6 adds when each run was kept, and each case
+# cell's verdict key and whether its verdict was carried (harness.pipeline.carrying): the runs
+# of a history before 6 have no such keys, so no verdict is carried from them.
+SCHEMA_VERSION = 6
 RUNS = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS runs (
     driver TEXT,
     toolkit TEXT,
     report BLOB,
+    recorded TEXT,
     UNIQUE (commit_id, suite)
 )"""
 CELLS = """
@@ -68,8 +71,11 @@ CREATE TABLE IF NOT EXISTS {name} (
     code_identity TEXT,
     binary_sha256 TEXT,
     cell TEXT,
+    verdict_key TEXT,
+    carried INTEGER,
     PRIMARY KEY (run_id, classname, name)
 )"""
+VERDICT_KEYS = "CREATE INDEX IF NOT EXISTS cells_by_verdict_key ON cells (verdict_key)"
 # what the cells of a history before 5 bring to the cells of 5: their JSON holds the rest
 CARRIED = "run_id, classname, name, outcome, median_us, noise_pct, cell"
 
@@ -171,6 +177,43 @@ def recent_reports(path: Path, target: str, count: int) -> list[bytes]:
     return [row[0] for row in rows]
 
 
+def passed_verdicts(path: Path, keys: Sequence[str], since: datetime) -> dict[str, CarriedFrom]:
+    """For each of `keys` some passed case cell of the history at `path` has, reached (not
+    carried) in a run kept at `since` or later: the newest such run. Read only."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise HistoryError(f"{path}: cannot be opened ({error})") from error
+    found: dict[str, CarriedFrom] = {}
+    try:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version < SCHEMA_VERSION:
+            raise HistoryError(
+                f"{path}: a history of schema {version}, which keeps no verdict keys (6 does)"
+            )
+        unique = sorted(set(keys))
+        for start in range(0, len(unique), _KEYS_A_QUERY):
+            chunk = unique[start : start + _KEYS_A_QUERY]
+            rows = db.execute(
+                "SELECT cells.verdict_key, runs.commit_id, runs.runner, runs.recorded, runs.suite "
+                "FROM cells JOIN runs ON runs.id = cells.run_id "
+                f"WHERE cells.verdict_key IN ({', '.join('?' * len(chunk))}) "
+                "AND cells.outcome = 'passed' AND cells.carried = 0 AND runs.recorded >= ? "
+                "ORDER BY runs.recorded DESC, runs.id DESC",
+                (*chunk, since.isoformat(timespec="seconds")),
+            ).fetchall()
+            for key, commit, runner, recorded, suite in rows:
+                found.setdefault(key, CarriedFrom(commit, runner, recorded, suite))
+    except sqlite3.Error as error:
+        raise HistoryError(f"{path}: not a history this harness can read ({error})") from error
+    finally:
+        db.close()
+    return found
+
+
+_KEYS_A_QUERY = 500  # within any SQLite's limit on a statement's parameters
+
+
 class HistorySink:
     """A run's report kept in a history as the run ends (`test --history DB`), under the
     commit the run is of, as `report` would keep it: a sink of the run (harness.pipeline.results).
@@ -221,7 +264,7 @@ class History:
         problem = ""
         if health != "ok":  # a damaged page: what it returns cannot be trusted
             problem = f"{path}: a damaged history (quick_check: {health})"
-        elif tables and version not in (2, 3, 4, SCHEMA_VERSION):
+        elif tables and version not in (2, 3, 4, 5, SCHEMA_VERSION):
             problem = f"{path}: a history of schema {version}, not {SCHEMA_VERSION}"
         if problem:
             self.db.close()
@@ -234,6 +277,7 @@ class History:
                     _bring_up_to_date(self.db, version)
                 self.db.execute(RUNS)
                 self.db.execute(CELLS.format(name="cells"))
+                self.db.execute(VERDICT_KEYS)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as error:  # read-only, or locked by another writer
             self.db.close()
@@ -264,7 +308,7 @@ class History:
         provenance = report.provenance
         run_id = self.db.execute(
             "INSERT INTO runs (commit_id, suite, target, runner, device, driver, toolkit, "
-            "report) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "report, recorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 commit,
                 report.suite,
@@ -274,12 +318,13 @@ class History:
                 provenance.driver,
                 provenance.toolkit,
                 report_json,
+                datetime.now(UTC).isoformat(timespec="seconds"),
             ),
         ).lastrowid
         self.db.executemany(
             "INSERT INTO cells (run_id, classname, name, outcome, median_us, noise_pct, "
-            "samples_us, shared_gpu, code_identity, binary_sha256) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "samples_us, shared_gpu, code_identity, binary_sha256, verdict_key, carried) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [_row_of(run_id, cell) for cell in report.cells],
         )
 
@@ -386,7 +431,13 @@ class _Stored:
 
 def _bring_up_to_date(db: sqlite3.Connection, version: int) -> None:
     """A history of an earlier schema made one of this, nothing lost: the runs of 2 get their
-    driver and toolkit as unknown, and the cells keep their JSON, from which they are read."""
+    driver and toolkit as unknown, the cells before 5 keep their JSON, from which they are
+    read, and the runs and cells before 6 have no time kept and no verdict key."""
+    db.execute("ALTER TABLE runs ADD COLUMN recorded TEXT")
+    if version == 5:
+        db.execute("ALTER TABLE cells ADD COLUMN verdict_key TEXT")
+        db.execute("ALTER TABLE cells ADD COLUMN carried INTEGER")
+        return
     if version == 2:
         db.execute("ALTER TABLE runs ADD COLUMN driver TEXT")
         db.execute("ALTER TABLE runs ADD COLUMN toolkit TEXT")
@@ -405,7 +456,8 @@ def _row_of(run_id: int | None, cell: Cell) -> tuple[object, ...]:
     else:
         times = (timing.median_us, timing.noise_pct, _packed(timing.samples_us), timing.shared_gpu)
     built = (facts.code_identity, facts.binary_sha256) if facts else (None, None)
-    return (run_id, cell.classname, cell.name, cell.outcome.value, *times, *built)
+    carried = (cell.verdict_key, int(cell.carried_from is not None))
+    return (run_id, cell.classname, cell.name, cell.outcome.value, *times, *built, *carried)
 
 
 def _packed(samples: tuple[float, ...]) -> bytes:

@@ -182,6 +182,13 @@ def properties_of(cell: Cell) -> dict[str, str]:
     }
     if cell.seed is not None:
         shown["seed"] = str(cell.seed)
+    if cell.verdict_key:
+        shown["verdict_key"] = cell.verdict_key
+    if origin := cell.carried_from:  # passed, on another run's word: where that run is
+        shown["carried_from_commit"] = origin.commit
+        shown["carried_from_suite"] = origin.suite
+        shown["carried_from_runner"] = origin.runner
+        shown["carried_from_recorded"] = origin.recorded
     if facts := cell.compile:
         shown["embedded"] = facts.embedded
         for resource in ("registers", "smem_bytes", "spill_bytes"):

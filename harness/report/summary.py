@@ -124,6 +124,8 @@ def _case_text(cell: Cell, verdict: Verdict | None) -> str:
     if cell.outcome is Outcome.SKIPPED:
         return f"{MARK[cell.outcome]} {cell.skip_reason.value if cell.skip_reason else 'skipped'}"
     text = MARK[cell.outcome]
+    if cell.carried_from is not None:
+        return f"{text} carried from {cell.carried_from.commit[:10]}"
     if cell.median_us is not None:
         text += f" {cell.median_us:.1f} µs"
     if cell.timing and cell.timing.sm_clock_mhz:
@@ -233,6 +235,9 @@ def headline(report_set: ReportSet, verdicts: Iterable[Verdict] = ()) -> list[st
     head = ", ".join(f"{counts.get(o, 0)} {o.value}" for o in Outcome)
     if reasons:
         head += " (" + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + ")"
+    carried = sum(1 for cell in report_set.cells if cell.carried_from is not None)
+    if carried:  # passed, on the word of an earlier run: never launched in this one
+        head += f"; {carried} of the passed carried from earlier runs, not launched"
     lines = [head]
     verdicts = list(verdicts)
     if verdicts:
