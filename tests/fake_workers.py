@@ -59,7 +59,8 @@ class _Planted:
 # Fake GPU workers for run_target: a CaseJob in, a passed Cell out, after a short sleep. Each
 # case "takes" a duration of its own (from its name), which its cell records as its seconds.
 # With FAKE_GPU_CRASH=<ordinal>:<marker file>, the worker of that GPU dies on its third case,
-# once: the marker says it did.
+# once: the marker says it did. With FAKE_GPU_FORGE set, each cell says it was carried, under
+# another key.
 
 
 def fake_gpu(setup):
@@ -72,7 +73,7 @@ def fake_seconds(classname: str, case: str) -> float:
 
 def serve_case(state, job):
     """A passed cell whose message names the worker's pid and the spec files it served."""
-    from harness.model.cell import Cell
+    from harness.model.cell import CarriedFrom, Cell
     from harness.model.outcome import CellKind, Outcome
     from harness.run.worker import Prepare
 
@@ -94,4 +95,7 @@ def serve_case(state, job):
     )
     cell.seconds = seconds
     cell.message = f"pid {os.getpid()} served {sorted(state['specs'])}"
+    if os.environ.get("FAKE_GPU_FORGE"):  # as a hostile spec could answer: carried, keyed
+        cell.verdict_key = "a key of another cell"
+        cell.carried_from = CarriedFrom("f" * 40, "forged", "2099-01-01", "forged")
     return Reply(cell_json(cell))

@@ -171,3 +171,13 @@ def test_a_history_that_cannot_vouch_carries_nothing_and_says_why(
     assert _carried(again) == set()
     assert all(cell.outcome is Outcome.PASSED for cell in again.values())  # every case ran
     assert said in capsys.readouterr().out
+
+
+def test_a_worker_cannot_say_its_cell_was_carried_or_name_its_key(
+    matrix, toolchain, project, tmp_path, monkeypatch
+):
+    """The worker runs the spec: what it says of carrying is the parent's to say."""
+    monkeypatch.setenv("FAKE_GPU_FORGE", "1")
+    cells = _run(matrix, toolchain, project, tmp_path, carry=False)
+    assert _carried(cells) == set()
+    assert all(cell.verdict_key and len(cell.verdict_key) == 64 for cell in cells.values())

@@ -1,0 +1,57 @@
+"""scripts/aa_calibration.py's summary: A/A comparisons by duration bucket, the false SLOWER rate
+and the threshold a bucket would need; its GPU side (`run`) is exercised on the H200 only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("aa", ROOT / "scripts" / "aa_calibration.py")
+aa = importlib.util.module_from_spec(_spec)
+sys.modules["aa"] = aa  # its dataclasses look their module up there
+_spec.loader.exec_module(aa)
+
+
+def _comparison(median_us, ratio, low, judgement="SAME", run=0):
+    return aa.Comparison(
+        run, "ch.k", "n1", median_us, ratio, low, ratio + 0.001, 1.0, judgement, 30
+    )
+
+
+def test_buckets_count_false_slower_and_the_threshold_that_would_hold_them_to_the_goal():
+    quick = [_comparison(5.0, 1.0, 0.999 + i / 100_000) for i in range(1999)]
+    quick.append(_comparison(8.0, 1.02, 1.015, "SLOWER"))
+    long = [_comparison(300.0, 1.0, 0.998), _comparison(300.0, 0.97, 0.96, "FASTER")]
+    found = aa.buckets(quick + long)
+    assert [b.below_us for b in found] == [10.0, 1000.0]  # empty buckets are left out
+    first, last = found
+    assert (first.count, first.slower, first.false_slower) == (2000, 1, 0.0005)
+    # the 99.9 % quantile of the lower ends: 1.0190, so 1.9 % holds identical code to 0.1 %
+    assert first.needed_pct == pytest.approx(
+        100 * (aa.quantile(sorted(c.low for c in quick), 0.999) - 1)
+    )
+    assert 1.85 < first.needed_pct < 1.95
+    assert (last.count, last.faster, last.needed_pct) == (2, 1, 0.0)
+    lines = aa.summary_lines(found, 2002, 3)
+    assert lines[0].startswith("2002 A/A comparisons from 3 `ab --all` runs")
+    assert "| 0-10 µs | 2000 | 1 (0.05 %) |" in lines[4]
+
+
+def test_summarize_writes_the_table_the_plot_and_the_numbers(tmp_path):
+    lines = [
+        json.dumps(vars(_comparison(20.0, 1.0 + i / 10_000, 0.999, run=i % 2))) for i in range(50)
+    ]
+    (tmp_path / "aa-sm_90a.jsonl").write_text("\n".join(lines) + "\n")
+    aa.summarize([tmp_path / "aa-sm_90a.jsonl"], tmp_path / "out")
+    assert (
+        "50 A/A comparisons from 2 `ab --all` runs"
+        in (tmp_path / "out" / "aa-summary.md").read_text()
+    )
+    assert (tmp_path / "out" / "aa-ratios.svg").read_text().startswith("<svg")
+    (bucket,) = json.loads((tmp_path / "out" / "aa-summary.json").read_text())
+    assert bucket["count"] == 50 and bucket["false_slower"] == 0.0
