@@ -8,8 +8,9 @@ and the threshold each bucket would need for at most 0.1 % false SLOWER.
 
 `run` needs the target's `test` report in --reports (it runs `test` first where there is
 none), and times the project's own tree against itself (`ab --base-tree .`): no git needed.
-Each `ab` run appends a line per measured case to `<out>/aa-<target>.jsonl`; runs go on while
-the budget allows one more of the length of the longest so far.
+Each `ab` run appends a line per measured case to `<out>/aa-<target>.jsonl`, numbered on from
+the runs kept there; runs go on while the budget allows one more of the length of the longest
+so far.
 """
 
 from __future__ import annotations
@@ -87,7 +88,10 @@ def run(target: str, reports: Path, out: Path, budget_s: float) -> int:
     harness = [sys.executable, "-m", "harness"]
     if not report.exists():
         subprocess.run([*harness, "test", target, "--reports", str(reports)], check=False)
-    kept, started, longest, count = out / f"aa-{target}.jsonl", time.monotonic(), 0.0, 0
+    kept, started, longest = out / f"aa-{target}.jsonl", time.monotonic(), 0.0
+    # runs append to what is kept there, numbered on from its last run
+    count = 1 + max((c.run for c in read([kept])), default=-1) if kept.exists() else 0
+    first = count
     while time.monotonic() - started + longest <= budget_s:
         began = time.monotonic()
         ab = [*harness, "ab", target, "--all", "--base-tree", ".", "--base-commit", "aa"]
@@ -98,7 +102,7 @@ def run(target: str, reports: Path, out: Path, budget_s: float) -> int:
             lines.writelines(_line(c) + "\n" for c in found)
         count += 1
         print(f"aa: run {count}: {len(found)} comparisons, {longest:.0f} s the longest", flush=True)
-    return count
+    return count - first
 
 
 def _line(comparison: Comparison) -> str:

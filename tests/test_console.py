@@ -64,3 +64,27 @@ def test_a_name_s_control_characters_are_shown_not_sent_to_the_terminal(monkeypa
     live = Progress(1, out=Terminal())  # rich would read "[/bold]" as markup, and refuse it
     live.finished(_cell(NASTY, Outcome.FAILED))
     live.close()
+
+
+def test_the_time_line_says_what_the_cases_cost_beyond_their_own_time():
+    from harness.model.cell import Report, Stages
+    from harness.pipeline.console import time_split
+
+    where = Provenance("vm")
+
+    def case(name, seconds, waited):
+        cell = Cell(CellKind.CASE, "ch", "k", name, "sm_90a", where, Outcome.PASSED)
+        cell.seconds = seconds
+        cell.stages = Stages(
+            setup_s=0.5, reference_s=0.25, verify_s=0.125, timing_s=1.0, waited_s=waited
+        )
+        return cell
+
+    report = Report("s", "sm_90a", where, [case("n1", 1.5, 1.75), case("n2", 2.0, 2.5)])
+    report.wall_s = 6.0
+    assert time_split(report) == (
+        "time: wall 6.0 s; compile 0.0 s; setup 1.0 s, reference 0.5 s, verify 0.2 s, "
+        "timing 2.0 s; waited on workers 4.2 s (0.8 s beyond the cases' own)"
+    )
+    report.cells = [case("n1", 1.5, 0.0)]  # a run that waited on no worker says nothing of it
+    assert time_split(report).endswith("timing 1.0 s")

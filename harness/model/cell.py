@@ -99,6 +99,9 @@ class Stages:
     reference_s: float = 0.0  # the spec's reference
     verify_s: float = 0.0  # the checked launch, downloads, comparisons, the check after timing
     timing_s: float = 0.0  # sampling, the vendor's included
+    # the run's wait for the case's answer: its time in its worker (the cell's seconds), the
+    # pipe both ways and the worker's own bookkeeping; 0 where the run did not wait on a worker
+    waited_s: float = 0.0
 
 
 @dataclass(frozen=True)

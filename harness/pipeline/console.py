@@ -183,4 +183,13 @@ def time_split(report: Report) -> str:
         for name in ("setup", "reference", "verify", "timing")
     )
     compile_s = sum(cell.seconds for cell in report.cells if cell.kind is CellKind.COMPILE)
-    return f"time: wall {report.wall_s:.1f} s; compile {compile_s:.1f} s; {split}"
+    said = f"time: wall {report.wall_s:.1f} s; compile {compile_s:.1f} s; {split}"
+    waited = [
+        (cell.stages.waited_s, cell.seconds)
+        for cell in report.cells
+        if cell.stages and cell.stages.waited_s
+    ]
+    if waited:  # what the cases cost beyond their own time: the pipe, the workers' bookkeeping
+        total, own = sum(w for w, _ in waited), sum(s for _, s in waited)
+        said += f"; waited on workers {total:.1f} s ({total - own:.1f} s beyond the cases' own)"
+    return said

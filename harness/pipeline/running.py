@@ -193,8 +193,11 @@ def _run_one(
     except WorkerFault as fault:  # the worker died on this case, or answered nonsense
         planned = PlannedCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, planned, context.target, context.provenance, fault)
+    waited = time.monotonic() - started
     # a faulted case costs what the parent waited, worker start included
-    cell.seconds = cell.seconds or time.monotonic() - started
+    cell.seconds = cell.seconds or waited
+    if cell.stages is not None:
+        cell.stages = dataclasses.replace(cell.stages, waited_s=round(waited, 6))
     if pool.start_s:  # the first case, or the one after a fault
         cell.worker_start_s = pool.start_s
     cell.gpu = device.ordinal
