@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.model.cell import ABComparison, Cell, Judgement, Report, Timing
+from harness.model.cell import ABComparison, CarriedFrom, Cell, Judgement, Report, Timing
 from harness.model.matrix import load_matrix
 from harness.model.outcome import Outcome, SkipReason
 from harness.report.dashboard import render_dashboard
@@ -328,6 +328,15 @@ def test_a_timed_cell_shows_the_clock_of_its_samples_and_the_throttled_ones():
     (record,) = json.loads(blob.group(1))
     assert record["properties"]["sm_clock_mhz"] == "1400"
     assert record["properties"]["throttled_samples"] == "3"
+
+
+def test_a_carried_cell_shows_where_its_verdict_was_reached():
+    origin = CarriedFrom("0123456789abcdef" * 2 + "01234567", "h200", "2026-12-03", "s")
+    page = render_dashboard(_set([_cell(timing=None, carried_from=origin)]), {}, [])
+    assert "carried 0123456789" in page
+    blob = re.search(r'<script type="application/json" id="cells-data">(.*?)</script>', page, re.S)
+    (record,) = json.loads(blob.group(1))
+    assert record["properties"]["carried_from_commit"] == origin.commit
 
 
 def test_a_roofline_point_opens_its_cell_and_charts_escape_their_text(browser, tmp_path):

@@ -266,6 +266,9 @@ def _cell_view(index: int, cell: Cell, verdicts: Mapping[int, Verdict]) -> View:
             lines.append(
                 {"kind": "minor", "text": f"{cell.throughput.roofline_pct:.1f}% roof", "spill": ""}
             )
+    elif cell.carried_from is not None:  # passed on an earlier run's word: where from
+        text = f"carried {cell.carried_from.commit[:10]}"
+        lines.append({"kind": "minor", "text": text, "spill": ""})
     elif outcome == "passed" and registers is not None:
         spills = cell.compile.worst("spill_bytes") if cell.compile else None
         lines.append(
