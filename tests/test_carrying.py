@@ -16,7 +16,8 @@ from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome
 from harness.pipeline import carrying
 from harness.pipeline.context import RunOptions
-from harness.pipeline.running import Workers
+from harness.pipeline.running import Workers, expected_of_last_run
+from harness.pipeline.sharding import times_of
 from harness.pipeline.stages import run_target
 from harness.run.device import DeviceInfo
 from tests import fake_workers
@@ -108,6 +109,10 @@ def test_an_unchanged_case_is_carried_saying_from_where_and_readers_count_it_pas
     cases = [case for case in suite if "::compile" not in case.name]
     assert cases and all(case.is_passed for case in cases)
     assert all(case.system_out.startswith("carried from ") for case in cases)
+    # a carried cell took no time: the next run's order and shards never weigh it by its report
+    kept = tmp_path / "reports" / "junit-sm_90a.json"
+    assert expected_of_last_run(kept) == {}
+    assert times_of([kept], "sm_90a").seconds == {}
 
 
 @pytest.mark.parametrize(

@@ -245,7 +245,7 @@ def expected_of_last_run(json_file: Path) -> dict[tuple[str, str], ExpectedTime]
             c.stages.setup_s + c.stages.reference_s if c.stages else 0.0, c.seconds
         )
         for c in last.cells
-        if c.kind is CellKind.CASE
+        if c.kind is CellKind.CASE and c.carried_from is None  # a carried cell took none
     }
 
 

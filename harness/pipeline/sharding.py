@@ -149,7 +149,7 @@ def _case_times(data: object, path: Path) -> dict[str, float]:
         f"{cell.classname}::{cell.case}": cell.seconds
         + (cell.stages.setup_s + cell.stages.reference_s if cell.stages else 0.0)
         for cell in report.cells
-        if cell.kind is CellKind.CASE
+        if cell.kind is CellKind.CASE and cell.carried_from is None  # a carried cell took none
     }
 
 
