@@ -16,6 +16,9 @@ class SkipReason(enum.Enum):
     TARGET_UNSUPPORTED = "target-unsupported"  # the kernel needs more than the target offers
     DEVICE_UNSUPPORTED = "device-unsupported"  # this device cannot run the target's binary
     NO_DEVICE = "no-device"  # no CUDA device visible
+    # the driver is older than the binary's toolkit needs: PTX of a newer CUDA to JIT, or a
+    # binary of a newer CUDA major
+    DRIVER_UNSUPPORTED = "driver-unsupported"
     # a compute-sanitizer tool cannot watch what the kernel does (synccheck and initcheck:
     # dynamic parallelism): that tool's cell only
     TOOL_UNSUPPORTED = "tool-unsupported"

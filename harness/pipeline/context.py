@@ -96,7 +96,8 @@ class RunContext:
             raise KernelFailed(f"not compiled: nvcc failed (see {compiled}[{target.name}])")
         if isinstance(device, Unavailable):
             raise Skip(SkipReason.NO_DEVICE, f"no CUDA device visible ({device.why})")
-        if target.runs_on(device.cc) is None:
+        way = target.runs_on(device.cc)
+        if way is None:
             how = f"CC {target.cc} exactly" if target.arch_specific else f"CC {target.cc.major}.x"
             if target.ptx:
                 how += f" or, through PTX, CC >= {target.cc}"
@@ -105,7 +106,41 @@ class RunContext:
                 f"compiled and inspected, never run here: {target.name} binaries run on {how}; "
                 f"{device.name} is CC {device.cc}",
             )
+        if why := driver_refuses(self.toolchain, device, way):
+            raise Skip(SkipReason.DRIVER_UNSUPPORTED, why)
         return build.binary
+
+
+def driver_refuses(toolchain: Toolchain | Unavailable, device: DeviceInfo, way: str) -> str | None:
+    """Why `device`'s driver cannot load what `toolchain` built, run `way` ("sass" or
+    "ptx-jit"); None where it can, or where either version is unknown. A driver JITs the PTX of
+    its own CUDA release or older only; it loads a binary of a newer minor release of its own
+    major (minor-version compatibility), never one of a newer major."""
+    if isinstance(toolchain, Unavailable):
+        return None
+    built, driver = _release(toolchain.release), _release(device.cuda_driver)
+    if built is None or driver is None or built <= driver:
+        return None
+    said = f"driver {device.driver} (CUDA {device.cuda_driver})"
+    if way == "ptx-jit":
+        return (
+            f"compiled, never run here: {said} cannot JIT the PTX of nvcc {toolchain.version}, "
+            f"which needs a driver of CUDA {toolchain.release} or newer"
+        )
+    if built[0] > driver[0]:
+        return (
+            f"compiled, never run here: {said} cannot load a binary of nvcc "
+            f"{toolchain.version}, a newer CUDA major"
+        )
+    return None
+
+
+def _release(text: str) -> tuple[int, int] | None:
+    """ "13.0" (or "13.0.88") as (13, 0); None where it is no such version."""
+    parts = text.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def open_run(
