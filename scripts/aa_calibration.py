@@ -4,7 +4,6 @@ often the default thresholds call identical code SLOWER, the distribution of the
 and the threshold each bucket would need for at most 0.1 % false SLOWER.
 
     python scripts/aa_calibration.py run sm_90a --budget-s 500 --out aa      # on a GPU box
-    python scripts/aa_calibration.py run sm_90a --repeats 10 --out aa       # the same, quicker
     python scripts/aa_calibration.py summarize aa/*.jsonl --out docs/reports/h200/aa
 
 `run` needs the target's `test` report in --reports (it runs `test` first where there is
@@ -80,76 +79,6 @@ def comparisons_of(report_json: dict, run: int) -> list[Comparison]:
             )
         )
     return found
-
-
-def in_process(target_name: str, out: Path, budget_s: float, repeats: int) -> int:
-    """Each case of the project's kernels set up once, twice over (two workspaces, as `ab` has
-    for two builds of one problem), then timed against itself `repeats` times by `ab`'s own
-    rounds and judged by `ab`'s rule, in this process: the setup, the costly part of an `ab`
-    run's case, paid once for `repeats` comparisons. Cases go on while the budget lasts."""
-    from harness.compile.nvcc import Compiler
-    from harness.compile.toolchain import find_toolchain
-    from harness.model.discovery import kernel_folders, load_kernel
-    from harness.model.matrix import load_matrix
-    from harness.report.verdict import ab_threshold_pct, judge_paired
-    from harness.run.case import GpuRuntime
-    from harness.run.device import probe
-    from harness.run.paired import interleaved_rounds
-
-    matrix = load_matrix(ROOT / "matrix.yaml")
-    target = matrix.targets[target_name]
-    runtime = GpuRuntime(probe(matrix), matrix.timer)
-    compiler = Compiler(find_toolchain(), ROOT / ".cache" / "compile")
-    out.mkdir(parents=True, exist_ok=True)
-    kept, started = out / f"aa-{target_name}.jsonl", time.monotonic()
-    run = 1 + max((c.run for c in read([kept])), default=-1) if kept.exists() else 0
-    count = 0
-    for folder in kernel_folders(ROOT / "kernels"):
-        kernel = load_kernel(folder)
-        if target.runs_on(runtime.info.cc) is None or any(c.defines for c in kernel.spec.cases):
-            continue  # another arch's kernel, or builds by case macros: `ab --all` times those
-        try:
-            built = compiler.compile(kernel, target)
-        except Exception as error:  # refused: `test` says why
-            print(f"aa: {kernel.classname}: not compiled: {error}", flush=True)
-            continue
-        if built.binary is None:
-            continue
-        module = runtime.module(built.binary, target, kernel.spec.context)
-        for case in kernel.spec.cases:
-            if time.monotonic() - started > budget_s:
-                return count
-            try:
-                first = runtime.prepare(kernel, case, module)
-            except Exception as error:  # a case this GPU cannot set up: `ab` says why
-                print(f"aa: {kernel.classname}::{case.name}: {error}", flush=True)
-                continue
-            second = runtime.upload(kernel, module, first.problem)
-            runs = (first.runner_of(module), second.runner_of(module))
-            resets = (
-                (first.reset_scratch, second.reset_scratch),
-                (second.reset_scratch, first.reset_scratch),
-            )
-            found = []
-            for _ in range(repeats):
-                timing = interleaved_rounds(
-                    runtime, runs, (second.run, first.run), resets, matrix.ab
-                )
-                base = timing.base_median_us or 0.0
-                threshold = ab_threshold_pct(min(base, timing.head_median_us or base))
-                ratio, low, high, judgement = judge_paired(timing.ratios, threshold)
-                found.append(
-                    Comparison(
-                        run, kernel.classname, case.name, base, ratio, low, high, threshold,
-                        judgement.value, len(timing.ratios),
-                    )
-                )  # fmt: skip
-            first.close()
-            second.close()
-            with kept.open("a") as lines:
-                lines.writelines(_line(c) + "\n" for c in found)
-            count += len(found)
-    return count
 
 
 def run(target: str, reports: Path, out: Path, budget_s: float) -> int:
@@ -329,20 +258,11 @@ def main(argv: Sequence[str]) -> None:
     running.add_argument("--reports", type=Path, default=ROOT / "reports")
     running.add_argument("--out", type=Path, default=ROOT / "aa")
     running.add_argument("--budget-s", type=float, default=500.0)
-    running.add_argument(
-        "--repeats",
-        type=int,
-        default=0,
-        help="in this process: each case set up once and compared this many times (0: run "
-        "`ab --all`, each comparison set up anew)",
-    )
     summing = commands.add_parser("summarize")
     summing.add_argument("jsonl", type=Path, nargs="+")
     summing.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    if args.command == "run" and args.repeats > 0:
-        in_process(args.target, args.out, args.budget_s, args.repeats)
-    elif args.command == "run":
+    if args.command == "run":
         run(args.target, args.reports, args.out, args.budget_s)
     else:
         summarize(args.jsonl, args.out)

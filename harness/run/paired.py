@@ -115,7 +115,7 @@ def time_pair(
         head_workspace = workspaces[0] if same else workspaces[1]
         head_check = head_runs[1] if same else head_runs[0]
         _check(runtime, head_workspace, head_check, head_host, head, "head")
-        timing = interleaved_rounds(runtime, base_runs, head_runs, resets, settings)
+        timing = _rounds(runtime, base_runs, head_runs, resets, settings)
         return PairTiming(**{**vars(timing), "same_inputs": same}), True
     except CannotCompare as cannot:
         return PairTiming(why=str(cannot)), True
@@ -205,7 +205,7 @@ def _check(
         )
 
 
-def interleaved_rounds(
+def _rounds(
     runtime: GpuRuntime,
     base_runs: tuple[Callable[[], None], Callable[[], None]],
     head_runs: tuple[Callable[[], None], Callable[[], None]],
@@ -213,8 +213,7 @@ def interleaved_rounds(
     settings: ABSettings,
 ) -> PairTiming:
     """Rounds of base, head, head, base until `settings.rounds` or its budget; each place the
-    median of `settings.samples` cold samples. (scripts/aa_calibration.py times one build
-    against itself with it, case after case, as `ab` would.)"""
+    median of `settings.samples` cold samples."""
     base_resets, head_resets = resets
     pairs = (*zip(base_runs, base_resets, strict=True), *zip(head_runs, head_resets, strict=True))
     for run, reset in pairs:
