@@ -101,17 +101,21 @@ class SpecDigests:
 
     def __init__(self, roots: Sequence[Path]) -> None:
         self._roots = [root.resolve() for root in roots]
-        self._shared: dict[Path, str] = {}
+        self._shared: dict[Path, str] = {}  # by kernel tree
+        self._digests: dict[Path, str] = {}  # by kernel folder: read once a run
 
     def of(self, folder: Path) -> str:
         folder = folder.resolve()
+        if folder in self._digests:
+            return self._digests[folder]
         root = next((r for r in self._roots if folder.is_relative_to(r)), folder)
         if root not in self._shared:
             kernels = frozenset(spec.parent for spec in root.glob("*/*/spec.py"))
             self._shared[root] = _digest_of(root, _files(root, kernels))
-        return hashlib.sha256(
-            f"{_digest_of(root, _files(folder, frozenset()))}\0{self._shared[root]}".encode()
-        ).hexdigest()
+        own = _digest_of(root, _files(folder, frozenset()))
+        digest = hashlib.sha256(f"{own}\0{self._shared[root]}".encode()).hexdigest()
+        self._digests[folder] = digest
+        return digest
 
 
 class VerdictKeys:
