@@ -96,6 +96,17 @@ def _line_of(text: str, needle: str) -> int:
         ),
         (("  budget_s: 1.0", "  budget_s: -1"), "budget_s: -1", r"positive"),
         (
+            ("      - nvidia-cuda-nvcc==13.0.88", "      - nvidia-cuda-nvcc==13.5.37"),
+            "      - nvidia-cuda-nvcc==13.5.37",
+            r"toolkits.13.0.wheels: nvidia-cuda-nvcc==13.5.37 is the nvcc of CUDA 13.5.37, not of "
+            r"13.0",
+        ),
+        (
+            ("      - nvidia-cuda-nvcc==13.0.88\n", ""),
+            "      - nvidia-cuda-crt==13.0.88",  # the list's first item: where the list is
+            r"toolkits.13.0.wheels: no nvidia-cuda-nvcc==<version> pin: nothing installs the nvcc",
+        ),
+        (
             ("  tools: [memcheck, racecheck, synccheck, initcheck]", TOOLS_ONE_A_LINE),
             "- leakcheck",
             r"sanitize.tools: unknown tool 'leakcheck' \(expected: memcheck, racecheck, synccheck",

@@ -373,9 +373,12 @@ def load_matrix(path: Path) -> Matrix:
         fields = reader.mapping(node, f"toolkits.{version}", {"wheels", "base_image"})
         if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
             raise reader.fail(node, f"toolkits: version {version!r} is not MAJOR.MINOR")
+        wheels = reader.strings(fields["wheels"], f"toolkits.{version}.wheels")
+        if why := _nvcc_pin_problem(version, wheels):
+            raise reader.fail(fields["wheels"], f"toolkits.{version}.wheels: {why}")
         toolkits[version] = Toolkit(
             version=version,
-            wheels=reader.strings(fields["wheels"], f"toolkits.{version}.wheels"),
+            wheels=wheels,
             base_image=reader.scalar(fields["base_image"], f"toolkits.{version}.base_image", str),
         )
 
@@ -459,6 +462,19 @@ def load_matrix(path: Path) -> Matrix:
         ab=_ab(reader, top["ab"]) if "ab" in top else AB_DEFAULTS,
         carry=_carry(reader, top["carry"]) if "carry" in top else CARRY_DEFAULTS,
     )
+
+
+def _nvcc_pin_problem(version: str, wheels: tuple[str, ...]) -> str | None:
+    """Why `wheels` would not install the nvcc of CUDA `version`: no nvidia-cuda-nvcc pinned,
+    or one of another release (whose nvcc the run would then refuse, after the install)."""
+    pins = [w for w in wheels if re.match(r"nvidia-cuda-nvcc(-cu\d+)?\s*==", w)]
+    if not pins:
+        return f"no nvidia-cuda-nvcc==<version> pin: nothing installs the nvcc of CUDA {version}"
+    for pin in pins:
+        pinned = pin.split("==", 1)[1].strip()
+        if ".".join(pinned.split(".")[:2]) != version:
+            return f"{pin} is the nvcc of CUDA {pinned}, not of {version}"
+    return None
 
 
 def _carry(reader: _Reader, node: yaml.Node) -> CarrySettings:
