@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from junitparser import JUnitXml
 
-from harness.model.matrix import ComputeCapability
+from harness.model.matrix import ComputeCapability, DevicePeaks
 from harness.model.outcome import CellKind, Outcome
 from harness.pipeline import carrying
 from harness.pipeline.context import RunOptions
@@ -27,9 +27,11 @@ FAKES = Workers(fake_workers.fake_gpu, fake_workers.serve_case)
 KERNELS = ("add_one", "big_smem")
 
 
-def _gpu(name: str = "Fake GPU", driver: str = "580.1") -> list[DeviceInfo]:
+def _gpu(name: str = "Fake GPU", driver: str = "580.1", peaks=None) -> list[DeviceInfo]:
     return [
-        DeviceInfo(0, name, ComputeCapability(9, 0), driver, "13.0", 132, 50 << 20, 227 << 10, None)
+        DeviceInfo(
+            0, name, ComputeCapability(9, 0), driver, "13.0", 132, 50 << 20, 227 << 10, peaks
+        )
     ]
 
 
@@ -117,7 +119,16 @@ def test_an_unchanged_case_is_carried_saying_from_where_and_readers_count_it_pas
 
 @pytest.mark.parametrize(
     "change",
-    ["kernel code", "spec", "module beside the specs", "toolkit", "GPU model", "driver", "checks"],
+    [
+        "kernel code",
+        "spec",
+        "module beside the specs",
+        "toolkit",
+        "GPU model",
+        "driver",
+        "datasheet peaks",
+        "checks",
+    ],
 )
 def test_a_change_to_anything_a_verdict_reads_runs_the_case_again(
     matrix, toolchain, project, tmp_path, monkeypatch, change
@@ -138,11 +149,13 @@ def test_a_change_to_anything_a_verdict_reads_runs_the_case_again(
         gpus = _gpu(name="Other GPU")
     elif change == "driver":
         gpus = _gpu(driver="590.2")
+    elif change == "datasheet peaks":  # a time beyond them fails a cell
+        gpus = _gpu(peaks=DevicePeaks(4800.0, 66.9, 989.4))
     else:
         monkeypatch.setattr(carrying, "checks_digest", lambda: "another version of the checks")
     _commit(project, change)
     again = _run(matrix, toolchain if used is toolchain else used, project, tmp_path, gpus)
-    everything = change in ("module beside the specs", "toolkit", "GPU model", "driver", "checks")
+    everything = change not in ("kernel code", "spec")
     assert _carried(again) == (set() if everything else {"big_smem"})
 
 

@@ -3,13 +3,13 @@ history keeps is not launched again; its cell passes on that run's verdict, sayi
 
 A verdict depends on the code the GPU executes (its build's code identity), the spec (its
 kernel's folder, and every file of its kernel tree outside any kernel's folder, which a spec may
-import or read), the case, the toolkit, the target, the GPU model and its driver, the matrix's
-settings a check reads, the packages a reference computes with, and the harness's own checks
-(the sources of its model and run stages). Their digest is the cell's verdict key, kept with
-each case cell a GPU ran. A later run carries a passed verdict of the same key, one reached on
-a GPU (never one itself carried), kept within `carry.max_age_days`, of a commit the project's
-repository has. What is carried is the verdict: the cell has no timing, so no baseline or
-trend is ever made of it.
+import or read), the case, the toolkit, the target, the GPU model, its driver and its datasheet
+peaks (matrix.yaml's devices), the matrix's settings a check reads, the packages a reference
+computes with, and the harness's own checks (the sources of its model and run stages). Their
+digest is the cell's verdict key, kept with each case cell a GPU ran. A later run carries a
+passed verdict of the same key, one reached on a GPU (never one itself carried), kept within
+`carry.max_age_days`, of a commit the project's repository has. What is carried is the
+verdict: the cell has no timing, so no baseline or trend is ever made of it.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class VerdictBasis:
 
     toolkit: str
     target: str
-    device: str  # the GPU model and compute capability
+    device: str  # the GPU model, its compute capability and its datasheet peaks
     driver: str
     settings: str  # the matrix's timing settings: the case timeout, the samples a check takes
     packages: str
@@ -65,14 +65,15 @@ class VerdictBasis:
         devices, toolchain = context.devices, context.toolchain
         if isinstance(devices, Unavailable) or isinstance(toolchain, Unavailable):
             return Unavailable("no GPU or no toolkit: nothing runs")
-        models = {(d.name, str(d.cc), d.driver) for d in devices}
+        # the peaks too: a time beyond the datasheet's fails its cell
+        models = {(d.name, str(d.cc), d.driver, repr(d.peaks)) for d in devices}
         if len(models) != 1:
             return Unavailable(f"GPUs of more than one model or driver: {sorted(models)}")
-        ((name, cc, driver),) = models
+        ((name, cc, driver, peaks),) = models
         return cls(
             toolkit=toolchain.version,
             target=repr(context.target),
-            device=f"{name} (CC {cc})",
+            device=f"{name} (CC {cc}), peaks {peaks}",
             driver=driver,
             settings=repr(context.matrix.timer),
             packages=json.dumps(_package_versions()),
