@@ -245,11 +245,24 @@ def _in_image(session: Any, project: Project, target: Target, harness_args: list
     passed = {
         "MATRIX_COMMIT": current_commit(project.root) or "",  # the container has no git
         "MATRIX_RUNNER": runner_name(),  # the host's name, not the container's
+        **vouched_commits(project.root, harness_args),
     }
     limits = project.matrix.container
     command = images.harness_command(image, mounts, harness_args, gpu, limits, passed)
     with mounts.lent():
         session.run(*command, external=True)
+
+
+def vouched_commits(root: Path, args: list[str]) -> dict[str, str]:
+    """For `--carry-from DB` in `args`: which of that history's commits the project's
+    repository has, as the host's git says (the container has none), for the harness there."""
+    if "--carry-from" not in args or args.index("--carry-from") + 1 >= len(args):
+        return {}
+    from harness.report.history import history_commits  # only for a run that carries
+
+    history = root / args[args.index("--carry-from") + 1]
+    known = revision.known_commits(root, history_commits(history))
+    return {} if isinstance(known, Unavailable) else {revision.VOUCHED: ",".join(sorted(known))}
 
 
 def base_tree_args(session: Any, root: Path, args: list[str]) -> list[str]:

@@ -14,12 +14,14 @@ from junitparser import JUnitXml
 
 from harness.model.matrix import ComputeCapability, DevicePeaks
 from harness.model.outcome import CellKind, Outcome
+from harness.model.revision import VOUCHED
 from harness.pipeline import carrying
 from harness.pipeline.context import RunOptions
 from harness.pipeline.running import Workers, expected_of_last_run
 from harness.pipeline.sharding import times_of
 from harness.pipeline.stages import run_target
 from harness.run.device import DeviceInfo
+from harness.sessions import vouched_commits
 from tests import fake_workers
 from tests.conftest import PLANTED
 
@@ -199,3 +201,22 @@ def test_a_worker_cannot_say_its_cell_was_carried_or_name_its_key(
     cells = _run(matrix, toolchain, project, tmp_path, carry=False)
     assert _carried(cells) == set()
     assert all(cell.verdict_key and len(cell.verdict_key) == 64 for cell in cells.values())
+
+
+def test_in_a_container_the_host_says_which_of_the_history_s_commits_it_has(
+    matrix, toolchain, project, tmp_path, monkeypatch
+):
+    """The image has no git: the session reads the history's commits, asks the host's git, and
+    hands the harness the answer (MATRIX_KNOWN_COMMITS); the harness goes by it."""
+    _run(matrix, toolchain, project, tmp_path)
+    history = tmp_path / "history.sqlite"
+    origin = _git(project, "rev-parse", "HEAD")
+    assert vouched_commits(project, ["test", "--carry-from", str(history)]) == {VOUCHED: origin}
+    assert vouched_commits(project, ["test", "sm_90a"]) == {}  # no carrying: nothing to say
+    with sqlite3.connect(history) as db:  # commits this repository lacks
+        db.execute("UPDATE runs SET commit_id = ?", ("f" * 40,))
+    assert vouched_commits(project, ["--carry-from", str(history)]) == {VOUCHED: ""}
+    monkeypatch.setenv(VOUCHED, "f" * 40)  # as a host that has them would say
+    assert _carried(_run(matrix, toolchain, project, tmp_path)) == set(KERNELS)
+    monkeypatch.setenv(VOUCHED, "")
+    assert _carried(_run(matrix, toolchain, project, tmp_path)) == set()

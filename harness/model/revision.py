@@ -43,6 +43,10 @@ def resolve_commit(project: Path, ref: str) -> str | Unavailable:
     return found.decode().strip()
 
 
+# Where a container (which has no git) is told which commits the host's repository has
+VOUCHED = "MATRIX_KNOWN_COMMITS"
+
+
 def known_commits(project: Path, commits: set[str]) -> set[str] | Unavailable:
     """Which of `commits` (full SHAs) the project's repository has, or why it cannot say."""
     listed = "".join(f"{commit}^{{commit}}\n" for commit in sorted(commits))

@@ -211,6 +211,20 @@ def passed_verdicts(path: Path, keys: Sequence[str], since: datetime) -> dict[st
     return found
 
 
+def history_commits(path: Path) -> set[str]:
+    """The commits the history at `path` keeps runs of, read only; none where it is not one."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return set()
+    try:
+        return {row[0] for row in db.execute("SELECT DISTINCT commit_id FROM runs")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        db.close()
+
+
 _KEYS_A_QUERY = 500  # within any SQLite's limit on a statement's parameters
 
 
