@@ -60,11 +60,33 @@ class _Planted:
 # case "takes" a duration of its own (from its name), which its cell records as its seconds.
 # With FAKE_GPU_CRASH=<ordinal>:<marker file>, the worker of that GPU dies on its third case,
 # once: the marker says it did. With FAKE_GPU_FORGE set, each cell says it was carried, under
-# another key.
+# another key. With FAKE_GPU_LOG=<file>, each case checks for FAKE_GPU_CHECK_S (0.1 s), then
+# "times" for 0.1 s
+# holding the GPU's quiet lock exclusively, as a real worker does, and appends a line
+# `<kernel> <case> <begun> <timing began> <timing ended> <ended>` (time.time()) to the file; with
+# FAKE_GPU_HANG=<kernel> too, that kernel's cases hang holding the lock shared, as a kernel
+# that never returns from its checked launch does.
 
 
 def fake_gpu(setup):
-    return {"ordinal": setup.device.ordinal, "served": 0}
+    return {"ordinal": setup.device.ordinal, "served": 0, "quiet": setup.quiet_lock}
+
+
+def _checked_and_timed(state, kernel: str, case: str, log: str) -> None:
+    from harness.run.quiet import QuietLock
+
+    lock = state.setdefault("lock", QuietLock(state["quiet"]))
+    begun = time.time()
+    if os.environ.get("FAKE_GPU_HANG") == kernel:
+        with lock.shared():
+            time.sleep(3600)
+    time.sleep(float(os.environ.get("FAKE_GPU_CHECK_S", "0.1")))
+    with lock.exclusive():
+        timing = time.time()
+        time.sleep(0.1)
+        timed = time.time()
+    with open(log, "a") as lines:
+        lines.write(f"{kernel} {case} {begun} {timing} {timed} {time.time()}\n")
 
 
 def fake_seconds(classname: str, case: str) -> float:
@@ -88,7 +110,10 @@ def serve_case(state, job):
         os.kill(os.getpid(), signal.SIGSEGV)
     chapter, kernel = job.spec_file.parent.parent.name, job.spec_file.parent.name
     seconds = fake_seconds(f"{chapter}.{kernel}", job.case_name)
-    time.sleep(seconds / 40)
+    if log := os.environ.get("FAKE_GPU_LOG"):
+        _checked_and_timed(state, f"{chapter}.{kernel}", job.case_name, log)
+    else:
+        time.sleep(seconds / 40)
     where = job.provenance
     cell = Cell(
         CellKind.CASE, chapter, kernel, job.case_name, job.target.name, where, Outcome.PASSED

@@ -123,6 +123,9 @@ class TimerSettings:
     noise_target_pct: float
     budget_s: float
     case_timeout_s: float
+    # kernels whose cases are in flight on one GPU at once (harness.run.lanes): their timings
+    # never overlap; one's host checks overlap another's timing
+    lanes: int = 2
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,7 @@ class _Reader:
 QUOTED_CHARS = 80  # of a value an error message repeats
 # The longest time a limit may name: a week. The waits it reaches take at most ~24 days
 # (poll's milliseconds in an int); a larger number means "no limit", which a CI run must not have.
+MOST_LANES = 8  # more lanes than this buy no overlap: one timing at a time
 MOST_S = 7 * 24 * 3600.0
 
 
@@ -430,6 +434,7 @@ def load_matrix(path: Path) -> Matrix:
             "budget_s",
             "case_timeout_s",
         },
+        frozenset({"lanes"}),
     )
     timing = TimerSettings(
         warmup_runs=reader.scalar(timing_fields["warmup_runs"], "timing.warmup_runs", int),
@@ -442,6 +447,9 @@ def load_matrix(path: Path) -> Matrix:
         case_timeout_s=reader.scalar(
             timing_fields["case_timeout_s"], "timing.case_timeout_s", float, MOST_S
         ),
+        lanes=reader.scalar(timing_fields["lanes"], "timing.lanes", int, MOST_LANES)
+        if "lanes" in timing_fields
+        else TimerSettings.lanes,
     )
     if timing.max_samples < timing.min_samples:
         raise reader.fail(top["timing"], "timing: max_samples is below min_samples")

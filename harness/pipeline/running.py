@@ -5,7 +5,9 @@ With several GPUs visible, each has its own part of the cases (balanced by expec
 fault on one GPU fails only its case and restarts only that worker. A spec can reach no other
 kernel's cells; the next kernel's worker starts, and starts its host work, while this one's
 cases run. Each GPU takes its kernels, and each kernel its cases, in the order that overlaps
-host work best with the GPU's (schedule.grouped_pipeline_order).
+host work best with the GPU's (schedule.grouped_pipeline_order), `timing.lanes` kernels at once:
+their timings take turns (harness.run.quiet), so one's checks run while another is timed
+(harness.run.lanes).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from harness.model.cell import Cell
 from harness.model.codec import cell_from_json, report_from_json
@@ -32,7 +35,8 @@ from harness.pipeline.context import RunContext
 from harness.pipeline.results import Results
 from harness.run import worker
 from harness.run.device import DeviceInfo
-from harness.run.pool import Serve, WorkerFault, WorkerPool
+from harness.run.lanes import Lanes
+from harness.run.pool import Serve, TimedOut, WorkerFault, WorkerPool
 from harness.run.schedule import (
     AHEAD_CASES,
     ExpectedTime,
@@ -41,6 +45,8 @@ from harness.run.schedule import (
     grouped_pipeline_order,
 )
 from harness.run.worker import CaseJob, Prepare, WorkerSetup
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -137,46 +143,91 @@ def run_on_gpus(
             for group, pool in zip(groups, pools, strict=True):
                 if group[0].kernel.declared.preload:  # an import of seconds (torch): from now
                     pool.start()
-            prepared = 0  # the kernels whose workers were told their first cases
-            for index, group in enumerate(groups):
-                # this kernel's worker, and the next ones': up, and preparing their first cases
-                for ahead in range(prepared, min(index + WORKERS_AHEAD, len(groups))):
-                    pools[ahead].post(_prepare(context, groups[ahead]))
-                    prepared = ahead + 1
-                for at, job in enumerate(group):
-                    after = group[at + 1 : at + 1 + AHEAD_CASES]
-                    upcoming = tuple(_case_job(context, later) for later in after)
-                    case_job = _case_job(context, job, upcoming)
-                    cell = _run_one(context, pools[index], job, case_job, device)
-                    results.add([cell])
-                pools[index].close()
+            turns = _Turns(context, groups, pools)
+            lanes = Lanes(device.memory_bytes)
 
+            def lane(number: int) -> None:
+                while (turn := turns.next()) is not None:
+                    group, pool = turn
+                    for at, job in enumerate(group):
+                        after = group[at + 1 : at + 1 + AHEAD_CASES]
+                        upcoming = tuple(_case_job(context, later) for later in after)
+                        case_job = _case_job(context, job, upcoming)
+                        cell = _run_in_lane(context, lanes, number, pool, job, case_job, device)
+                        results.add([cell])
+                    pool.close()
+
+            _all_at_once(lane, range(min(context.matrix.timer.lanes, len(groups))))
+
+    busy = [(d, q) for d, q in zip(devices, parts, strict=True) if q]
+    _all_at_once(lambda pair: drive(*pair), busy)
+
+
+def _all_at_once(call: Callable[[T], None], each: Iterable[T]) -> None:
+    """`call` of every item at once, each in a thread of its own (one alone in this one); what
+    the first that failed raised (a harness bug), raised again here once all are done."""
+    items = list(each)
+    if len(items) == 1:
+        call(items[0])
+        return
     failures: list[BaseException] = []
 
-    def guarded(device: DeviceInfo, groups: list[list[GpuJob]]) -> None:
+    def guarded(item: T) -> None:
         try:
-            drive(device, groups)
-        except BaseException as error:  # a harness bug: raised again in the caller's thread
+            call(item)
+        except BaseException as error:  # raised again in the caller's thread
             failures.append(error)
 
-    if len(devices) == 1:
-        drive(devices[0], parts[0])
-    else:
-        threads = [
-            threading.Thread(target=guarded, args=(d, q), daemon=True)
-            for d, q in zip(devices, parts, strict=True)
-            if q
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    threads = [threading.Thread(target=guarded, args=(item,), daemon=True) for item in items]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     if failures:
         raise failures[0]
 
 
-def _kernel_of(job: GpuJob) -> str:
-    return job.kernel.classname
+class _Turns:
+    """A GPU's kernels, handed out in order to its lanes, each with its worker; the workers of
+    the next WORKERS_AHEAD kernels told their first cases as each is handed out."""
+
+    def __init__(self, context: RunContext, groups: list[list[GpuJob]], pools: list[WorkerPool]):
+        self._context, self._groups, self._pools = context, groups, pools
+        self._next, self._prepared = 0, 0
+        self._lock = threading.Lock()
+
+    def next(self) -> tuple[list[GpuJob], WorkerPool] | None:
+        with self._lock:
+            index = self._next
+            if index >= len(self._groups):
+                return None
+            self._next += 1
+            # this kernel's worker, and the next ones': up, and preparing their first cases
+            for ahead in range(self._prepared, min(index + WORKERS_AHEAD, len(self._groups))):
+                self._pools[ahead].post(_prepare(self._context, self._groups[ahead]))
+                self._prepared = ahead + 1
+            return self._groups[index], self._pools[index]
+
+
+def _run_in_lane(
+    context: RunContext,
+    lanes: Lanes,
+    lane: int,
+    pool: WorkerPool,
+    job: GpuJob,
+    case_job: CaseJob,
+    device: DeviceInfo,
+) -> Cell:
+    """The job's cell, run in `lane` of its GPU; once more, alone, where it timed out beside
+    another lane's case that timed out (harness.run.lanes)."""
+    moves = job.case.work.bytes if job.case.work is not None else None
+    for attempt in range(2):
+        size = None if moves is None else int(moves)
+        with lanes.flight(lane, size, alone=attempt == 1) as flight:
+            cell, flight.timed_out = _run_one(context, pool, job, case_job, device)
+        if not flight.timed_out or attempt == 1 or not lanes.flight_again(flight):
+            break
+    return cell
 
 
 def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
@@ -186,13 +237,16 @@ def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
 
 def _run_one(
     context: RunContext, pool: WorkerPool, job: GpuJob, case_job: CaseJob, device: DeviceInfo
-) -> Cell:
+) -> tuple[Cell, bool]:
+    """The job's cell, and whether it timed out."""
     started = time.monotonic()
+    timed_out = False
     try:
         cell = _cell_of(pool.run(case_job, context.case_timeout_s), job, case_job)
     except WorkerFault as fault:  # the worker died on this case, or answered nonsense
         planned = PlannedCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, planned, context.target, context.provenance, fault)
+        timed_out = isinstance(fault, TimedOut)
     waited = time.monotonic() - started
     # a faulted case costs what the parent waited, worker start included
     cell.seconds = cell.seconds or waited
@@ -203,7 +257,7 @@ def _run_one(
     cell.gpu = device.ordinal
     # the parent's word, never the worker's: a spec could name another cell's key, or a source
     cell.verdict_key, cell.carried_from = job.verdict_key, None
-    return cell
+    return cell, timed_out
 
 
 def _cell_of(record: object, job: GpuJob, case_job: CaseJob) -> Cell:

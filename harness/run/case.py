@@ -163,13 +163,13 @@ class GpuRuntime:
         self.guarded = guarded
         self.printed = printed
         self._context = ContextLimiter()
-        self._quiet = quiet or QuietLock()  # held while timing
+        self._quiet = quiet or QuietLock()  # exclusive while timing, shared for other GPU work
         # The context and stream launch nothing; what allocates or launches waits for the GPU's
         # other workers to finish timing.
         self.device = Device(info.ordinal)
         self.device.set_current()
         self.stream = self.device.create_stream()
-        with self._quiet:
+        with self._quiet.shared():
             # A memset over twice the L2 before each sample evicts what the last run left there.
             self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
             self.gate = StreamGate()
@@ -196,10 +196,14 @@ class GpuRuntime:
         ask the device's occupancy), while this thread goes on."""
         return self._ahead.submit(call, *args)
 
-    def quiet(self) -> contextlib.AbstractContextManager[bool]:
-        """Held while timing: the CUDA calls of host work (loading a module, an occupancy query)
-        wait for it to be released."""
-        return self._quiet
+    def quiet(self) -> contextlib.AbstractContextManager[None]:
+        """Held while timing: no other GPU work of the run (harness.run.quiet) until it ends."""
+        return self._quiet.exclusive()
+
+    def gpu(self) -> contextlib.AbstractContextManager[None]:
+        """Held for GPU work that is not a timing (uploads, checked runs, digests, downloads,
+        module loads): it waits for a timing to end, and a timing waits for it."""
+        return self._quiet.shared()
 
     def module(self, binary: Path, target: Target, limits: ContextLimits | None = None) -> Module:
         """The binary loaded, the context's limits first set as its kernel's spec asks
@@ -208,7 +212,7 @@ class GpuRuntime:
         loaded = self._modules.get(binary)
         if loaded is not None and self._context.holds(limits):
             return loaded  # no lock: the GPU's other workers would wait on it for nothing
-        with self._quiet:
+        with self.gpu():
             self._context.allow(limits)
             if binary not in self._modules:
                 self._modules[binary] = Module(binary, target, self.info)
@@ -361,7 +365,8 @@ class GpuRuntime:
                 beyond_peak(work, cell.throughput, self.info)
                 if kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
-                    with spent.on("timing"):
+                    # the library sets itself up on the GPU; its timing turns the hold exclusive
+                    with spent.on("timing"), self.gpu():
                         cell.vendor = _spec_step(
                             kernel,
                             "vendor",
@@ -384,7 +389,8 @@ class GpuRuntime:
         finally:
             if workspace is not None:
                 try:
-                    workspace.close()
+                    with self.gpu():
+                        workspace.close()
                 except Exception as error:  # a sticky fault surfaces here too
                     healthy = False
                     if cell.outcome is Outcome.PASSED:
@@ -414,7 +420,7 @@ class GpuRuntime:
     def measure(self, run: Callable[[], None], before_each: Callable[[], None]) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded; said to be
         shared where another process used the GPU meanwhile (harness.run.sharing)."""
-        with self._quiet:
+        with self.quiet():
             before = self.neighbours.others()
             timing = measure(
                 run,
@@ -433,7 +439,7 @@ class GpuRuntime:
 
     def _limits(self, module: Module) -> DeviceLimits:
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
-            with self._quiet:
+            with self.gpu():
                 occupancy = module.entry(entry).function.occupancy
                 return int(occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes))
 
@@ -470,19 +476,24 @@ class GpuRuntime:
             raise fresh.raised or SpecError(f"{kernel.classname}: setup() made no problem")
         expected = fresh.expected
         check_reference_fits(kernel.classname, fresh.problem.outputs, expected, case)
-        if workspace.refill(fresh.problem):
+        with self.gpu():
+            refilled = workspace.refill(fresh.problem)
+        if refilled:
             self._check_fresh(
                 kernel, case, workspace, verified, verified.guards, expected, launches
             )
             return
         # Another layout under another seed: buffers of its own, the verified ones' digests
         # still telling a replay apart
-        other = self.upload(kernel, module, fresh.problem)
+        with self.gpu():
+            other = self.upload(kernel, module, fresh.problem)
         try:
-            guards = self.digests.of(other.guards)
+            with self.gpu():
+                guards = self.digests.of(other.guards)
             self._check_fresh(kernel, case, other, verified, guards, expected, launches)
         finally:
-            other.close()
+            with self.gpu():
+                other.close()
 
     def _check_fresh(
         self,
@@ -496,16 +507,17 @@ class GpuRuntime:
     ) -> None:
         """The fresh run on `workspace`, refilled with the fresh problem; `expected`: its
         reference."""
-        workspace.poison_outputs(SECOND_POISON_BYTE)
-        workspace.reset_scratch()
-        workspace.run()
-        self.stream.sync()
-        again = self.digests.of(workspace.extents(expected))
-        problems = self._guards_written(workspace, guards)
-        self.staging.reset()
-        for name, want in expected.items():
-            output = workspace.download(name, self.staging)
-            if msg := compare(name, output, want, case.tolerance_of(name), self.cores):
+        with self.gpu():
+            workspace.poison_outputs(SECOND_POISON_BYTE)
+            workspace.reset_scratch()
+            workspace.run()
+            self.stream.sync()
+            again = self.digests.of(workspace.extents(expected))
+            problems = self._guards_written(workspace, guards)
+            self.staging.reset()
+            outputs = {name: workspace.download(name, self.staging) for name in expected}
+        for name, want in expected.items():  # on the host: a timing of another lane may go on
+            if msg := compare(name, outputs[name], want, case.tolerance_of(name), self.cores):
                 if again[name] == verified.digests.get(name):
                     msg = (
                         f"{name!r} holds, bit for bit, what the kernel wrote for the inputs it "
@@ -534,7 +546,7 @@ class GpuRuntime:
         and the outputs with the reference they were checked against."""
         if host.problem is None:
             raise host.raised or SpecError(f"{kernel.classname}: setup() made no problem")
-        with spent.on("upload"):
+        with spent.on("upload"), self.gpu():
             workspace = self.upload(kernel, module, host.problem)
         problem = workspace.problem
         entry = next(step.entry for step in problem.launches if isinstance(step, Launch))
@@ -546,7 +558,7 @@ class GpuRuntime:
                 "so an element the kernel never adds into is not caught unless the reference "
                 "expects it non-zero"
             )
-        with spent.on("verify"):
+        with spent.on("verify"), self.gpu():
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             guards = self.digests.of(workspace.guards)  # as filled
             workspace.reset_scratch()
@@ -569,14 +581,15 @@ class GpuRuntime:
             raise SpecError(f"{kernel.classname}: reference() returned None, not its outputs")
         check_reference_fits(kernel.classname, problem.outputs, expected, case)
         with spent.on("verify"):
-            for name in problem.outputs:
+            for name in problem.outputs:  # on the host: a timing of another lane may go on
                 got, want = actual[name], expected[name]
                 if msg := compare(name, got, want, case.tolerance_of(name), self.cores):
                     problems.append(msg)
             if not problems and workspace.guarded:
-                trials = _Trials(self, workspace, case, actual, expected)
-                problems += self._stray_reads(workspace, trials, outputs)
-                guards = self.digests.of(workspace.guards)  # as filled again
+                with self.gpu():
+                    trials = _Trials(self, workspace, case, actual, expected)
+                    problems += self._stray_reads(workspace, trials, outputs)
+                    guards = self.digests.of(workspace.guards)  # as filled again
         if problems:
             cell.settle(KernelFailed("; ".join(problems)))
         return workspace, _Verified(outputs, expected, guards)

@@ -28,6 +28,10 @@ class WorkerFault(KernelFailed):
     """The worker produced no result for the job: it crashed, timed out, or its code raised."""
 
 
+class TimedOut(WorkerFault):
+    """The worker gave no result within the job's timeout, and was killed."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """What a worker sends back for one job: `result` as JSON values; `replace_me` retires the
@@ -178,7 +182,7 @@ class WorkerPool:
             try:
                 if not worker.conn.poll(max(left, 0.0)):
                     self._retire(kill=True)
-                    raise WorkerFault(f"timeout: no worker up after {timeout_s:g} s")
+                    raise TimedOut(f"timeout: no worker up after {timeout_s:g} s")
                 first = worker.conn.recv_bytes(len(_READY))
             except (EOFError, OSError):
                 self._died(worker)
@@ -196,7 +200,7 @@ class WorkerPool:
         try:
             if not worker.conn.poll(max(left, 0.0)):
                 self._retire(kill=True)
-                raise WorkerFault(f"timeout: no result after {timeout_s:g} s; worker killed")
+                raise TimedOut(f"timeout: no result after {timeout_s:g} s; worker killed")
             data = worker.conn.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, OSError):
             self._died(worker)
