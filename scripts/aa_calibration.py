@@ -1,16 +1,26 @@
 """A/A calibration of the same-GPU A/B gate (issue #39): identical code timed against itself, as
-`ab --all` times it, run after run, each case's comparison kept; then, by duration bucket, how
-often the default thresholds call identical code SLOWER, the distribution of the A/A ratios,
-and the threshold each bucket would need for at most 0.1 % false SLOWER.
+`ab --all` times it, each case's comparison kept; then, by duration bucket, how often the
+default thresholds call identical code SLOWER, the distribution of the A/A ratios, and the
+threshold each bucket would need for at most 0.1 % false SLOWER. And the other side of the
+gate: a planted 2 % slowdown of a case >= 50 us, timed against its base many times, and how
+often it is found.
 
-    python scripts/aa_calibration.py run sm_90a --budget-s 500 --out aa      # on a GPU box
-    python scripts/aa_calibration.py summarize aa/*.jsonl --out docs/reports/h200/aa
+    python scripts/aa_calibration.py run sm_90a --budget-s 500 --out aa        # on a GPU box
+    python scripts/aa_calibration.py repeat sm_90a --repeats 40 --budget-s 500 --out aa
+    python scripts/aa_calibration.py planted sm_90a --repeats 100 --out aa
+    python scripts/aa_calibration.py summarize aa/aa-sm_90a.jsonl --planted \
+        aa/planted-sm_90a.jsonl --out docs/reports/h200/aa
 
-`run` needs the target's `test` report in --reports (it runs `test` first where there is
-none), and times the project's own tree against itself (`ab --base-tree .`): no git needed.
-Each `ab` run appends a line per measured case to `<out>/aa-<target>.jsonl`, numbered on from
-the runs kept there; runs go on while the budget allows one more of the length of the longest
-so far.
+`run` runs `ab --all` over and over: it needs the target's `test` report in --reports (it runs
+`test` first where there is none), and times the project's own tree against itself
+(`ab --base-tree .`): no git needed. `repeat` does what `ab --all` does for each case (both
+sides set up and checked by `ab`'s own code, harness.run.paired.ready_pair, then timed in `ab`'s
+rounds and judged by `ab`'s rule), in this process, and times each case `--repeats` times
+(fewer where a case's comparisons pass `--case-budget-s`) before it frees its buffers: the
+setup of a case, most of an `ab` run's time, is paid once for many comparisons. `planted` times
+tests/fixtures/slowdown_2pct's head against its base the same way. Each comparison is appended
+to `<out>/aa-<target>.jsonl` (`planted-<target>.jsonl`) as it is made, numbered on from the
+runs kept there, so a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -23,9 +33,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from harness.model.codec import report_from_json  # noqa: E402
 from harness.model.outcome import CellKind  # noqa: E402
 
+PLANTED = ROOT / "tests" / "fixtures" / "slowdown_2pct"  # base/ and head/ kernel trees
 # Base medians, in µs: where each bucket ends (the last is open)
 BUCKET_ENDS_US = (10.0, 50.0, 200.0, 1000.0, math.inf)
 GOAL = 0.001  # at most this share of A/A comparisons may be called SLOWER
@@ -53,6 +66,7 @@ class Comparison:
     threshold_pct: float
     judgement: str
     rounds: int
+    how: str = "ab --all"  # or "in-process": `repeat` and `planted`
 
 
 def comparisons_of(report_json: dict, run: int) -> list[Comparison]:
@@ -79,6 +93,101 @@ def comparisons_of(report_json: dict, run: int) -> list[Comparison]:
             )
         )
     return found
+
+
+def repeat(
+    target_name: str,
+    base_root: Path,
+    head_root: Path,
+    kept: Path,
+    repeats: int,
+    case_budget_s: float,
+    budget_s: float,
+) -> int:
+    """Each case of the kernels both trees hold (by chapter, kernel and case name), set up and
+    checked once as `ab` does, then timed against itself (or the head's build against the
+    base's) until `kept` holds `repeats` such comparisons of it, or its comparisons this run
+    pass `case_budget_s`; cases go on while `budget_s` lasts. Each comparison is appended to
+    `kept` as it is made."""
+    from harness.compile.nvcc import Compiler
+    from harness.compile.toolchain import find_toolchain
+    from harness.model.discovery import kernel_folders, load_kernel
+    from harness.model.matrix import load_matrix
+    from harness.report.verdict import ab_threshold_pct, judge_paired
+    from harness.run.case import GpuRuntime
+    from harness.run.device import probe
+    from harness.run.paired import Side, ready_pair
+
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    target = matrix.targets[target_name]
+    runtime = GpuRuntime(probe(matrix), matrix.timer)
+    compiler = Compiler(find_toolchain(), ROOT / ".cache" / "compile")
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    before = read([kept]) if kept.exists() else []
+    run = 1 + max((c.run for c in before), default=-1)
+    # cases already compared in this way, to bring each up to `repeats`: a run cut short is
+    # taken up again where it stopped
+    had = Counter((c.classname, c.case) for c in before if c.how == "in-process")
+    heads = {folder.classname: folder for folder in kernel_folders(head_root)}
+    started, count = time.monotonic(), 0
+
+    def side(folder, name: str) -> tuple[Any, Any] | None:
+        kernel = load_kernel(folder)
+        if not target.expresses(kernel.declared.requires):
+            return None  # needs what the target cannot emit: `test` skips it
+        if any(c.defines for c in kernel.spec.cases):
+            return None  # builds by case macros: `ab --all` times those
+        try:
+            built = compiler.compile(kernel, target)
+        except Exception as error:  # refused: `test` says why
+            print(f"aa: {kernel.classname} ({name}): not compiled: {error}", flush=True)
+            return None
+        if built.binary is None:
+            return None
+        return kernel, runtime.module(built.binary, target, kernel.spec.context)
+
+    if target.runs_on(runtime.info.cc) is None:
+        raise SystemExit(f"aa: {target_name} does not run on {runtime.info.name}")
+    for folder in kernel_folders(base_root):
+        if folder.classname not in heads:
+            continue
+        base = side(folder, "base")
+        head = base if heads[folder.classname] == folder else side(heads[folder.classname], "head")
+        if base is None or head is None:
+            continue
+        head_cases = {case.name: case for case in head[0].spec.cases}
+        for case in base[0].spec.cases:
+            if time.monotonic() - started > budget_s:
+                return count
+            wanted = repeats - had[base[0].classname, case.name]
+            if case.name not in head_cases or wanted <= 0:
+                continue
+            try:
+                with ready_pair(
+                    runtime,
+                    Side(base[0], case, base[1]),
+                    Side(head[0], head_cases[case.name], head[1]),
+                ) as pair:
+                    began = time.monotonic()
+                    for _ in range(wanted):
+                        timing = pair.timed(matrix.ab)
+                        assert timing.base_median_us and timing.head_median_us
+                        threshold = ab_threshold_pct(
+                            min(timing.base_median_us, timing.head_median_us)
+                        )
+                        ratio, low, high, judgement = judge_paired(timing.ratios, threshold)
+                        found = Comparison(
+                            run, base[0].classname, case.name, timing.base_median_us, ratio, low,
+                            high, threshold, judgement.value, len(timing.ratios), "in-process",
+                        )  # fmt: skip
+                        with kept.open("a") as lines:
+                            lines.write(_line(found) + "\n")
+                        count += 1
+                        if time.monotonic() - began > case_budget_s:
+                            break
+            except Exception as error:  # a case this GPU cannot set up, or a check it fails
+                print(f"aa: {base[0].classname}::{case.name}: {error}", flush=True)
+    return count
 
 
 def run(target: str, reports: Path, out: Path, budget_s: float) -> int:
@@ -170,10 +279,13 @@ def quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
 
 
-def summary_lines(found: Sequence[Bucket], total: int, runs: int) -> list[str]:
+def summary_lines(found: Sequence[Bucket], total: int, runs: Mapping[str, int]) -> list[str]:
+    """The A/A table; `runs`: how many runs of each kind (`ab --all`, in-process) made it."""
+    made = " and ".join(f"{n} {how} runs" if how == "in-process" else f"{n} `{how}` runs"
+                        for how, n in sorted(runs.items()))  # fmt: skip
     lines = [
-        f"{total} A/A comparisons from {runs} `ab --all` runs (identical code timed against "
-        "itself, interleaved); the goal is at most 0.1 % called SLOWER.",
+        f"{total} A/A comparisons from {made} (identical code timed against itself, "
+        "interleaved); the goal is at most 0.1 % called SLOWER.",
         "",
         "| base median | comparisons | SLOWER (false) | FASTER | AMBIGUOUS | threshold used | "
         "ratio p0.1 / p50 / p99.9 | threshold for <= 0.1 % |",
@@ -190,6 +302,49 @@ def summary_lines(found: Sequence[Bucket], total: int, runs: int) -> list[str]:
         )
         start = end
     return lines
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A planted slowdown timed against its base, many times: how often the gate found it, at
+    the default threshold and at the one its bucket's A/A comparisons need."""
+
+    count: int
+    slower: int  # at the default threshold
+    slower_at_needed: int  # intervals wholly above the bucket's needed threshold
+    needed_pct: float
+    base_median_us: tuple[float, float]  # the least and the largest
+    ratio_median: float
+    lowest_low: float
+
+
+def planted(comparisons: Sequence[Comparison], found: Sequence[Bucket]) -> Planted | None:
+    if not comparisons:
+        return None
+    medians = sorted(c.base_median_us for c in comparisons)
+    bucket = next(b for b in BUCKET_ENDS_US if medians[len(medians) // 2] < b)
+    needed = next((b.needed_pct for b in found if b.below_us == bucket), 0.0)
+    return Planted(
+        count=len(comparisons),
+        slower=sum(c.judgement == "SLOWER" for c in comparisons),
+        slower_at_needed=sum(c.low > 1 + needed / 100 for c in comparisons),
+        needed_pct=needed,
+        base_median_us=(medians[0], medians[-1]),
+        ratio_median=statistics.median(c.ratio for c in comparisons),
+        lowest_low=min(c.low for c in comparisons),
+    )
+
+
+def planted_lines(found: Planted) -> list[str]:
+    low, high = found.base_median_us
+    return [
+        "",
+        f"A planted 2 % slowdown (tests/fixtures/slowdown_2pct, base median {low:.1f}-"
+        f"{high:.1f} µs), timed against its base {found.count} times: SLOWER {found.slower} "
+        f"times at the default threshold; its interval wholly above its bucket's threshold "
+        f"for <= 0.1 % ({found.needed_pct:.2f} %) {found.slower_at_needed} times. Median "
+        f"ratio {found.ratio_median:.4f}, lowest interval end {found.lowest_low:.4f}.",
+    ]
 
 
 def histogram_svg(comparisons: Sequence[Comparison], width: int = 640, height: int = 320) -> str:
@@ -237,15 +392,24 @@ def read(paths: Iterable[Path]) -> list[Comparison]:
     return found
 
 
-def summarize(paths: Sequence[Path], out: Path) -> None:
+def summarize(paths: Sequence[Path], planted_paths: Sequence[Path], out: Path) -> None:
     comparisons = read(paths)
-    runs = len({(path, c.run) for path in paths for c in read([path])})
+    runs = Counter(
+        how for how, _ in {(c.how, (path, c.run)) for path in paths for c in read([path])}
+    )
     found = buckets(comparisons)
+    lines = summary_lines(found, len(comparisons), runs)
+    slowdown = planted(read(planted_paths), found)
+    if slowdown is not None:
+        lines += planted_lines(slowdown)
     out.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(summary_lines(found, len(comparisons), runs)) + "\n"
+    text = "\n".join(lines) + "\n"
     (out / "aa-summary.md").write_text(text)
     (out / "aa-ratios.svg").write_text(histogram_svg(comparisons))
-    data = [{**asdict(b), "false_slower": b.false_slower} for b in found]
+    data: dict[str, Any] = {
+        "buckets": [{**asdict(b), "false_slower": b.false_slower} for b in found],
+        "planted": asdict(slowdown) if slowdown else None,
+    }
     (out / "aa-summary.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     print(text)
 
@@ -258,14 +422,29 @@ def main(argv: Sequence[str]) -> None:
     running.add_argument("--reports", type=Path, default=ROOT / "reports")
     running.add_argument("--out", type=Path, default=ROOT / "aa")
     running.add_argument("--budget-s", type=float, default=500.0)
+    for name, repeats, case_budget_s in (("repeat", 40, 5.0), ("planted", 100, 600.0)):
+        repeating = commands.add_parser(name)
+        repeating.add_argument("target")
+        repeating.add_argument("--out", type=Path, default=ROOT / "aa")
+        repeating.add_argument("--budget-s", type=float, default=500.0)
+        repeating.add_argument("--repeats", type=int, default=repeats)
+        repeating.add_argument("--case-budget-s", type=float, default=case_budget_s)
     summing = commands.add_parser("summarize")
     summing.add_argument("jsonl", type=Path, nargs="+")
+    summing.add_argument("--planted", type=Path, nargs="*", default=[])
     summing.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "run":
         run(args.target, args.reports, args.out, args.budget_s)
+    elif args.command in ("repeat", "planted"):
+        trees = (ROOT / "kernels",) * 2
+        if args.command == "planted":
+            trees = (PLANTED / "base", PLANTED / "head")
+        kept = args.out / f"{'aa' if args.command == 'repeat' else 'planted'}-{args.target}.jsonl"
+        count = repeat(args.target, *trees, kept, args.repeats, args.case_budget_s, args.budget_s)
+        print(f"aa: {count} comparisons appended to {kept}", flush=True)
     else:
-        summarize(args.jsonl, args.out)
+        summarize(args.jsonl, args.planted, args.out)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ def test_buckets_count_false_slower_and_the_threshold_that_would_hold_them_to_th
     )
     assert 1.85 < first.needed_pct < 1.95
     assert (last.count, last.faster, last.needed_pct) == (2, 1, 0.0)
-    lines = aa.summary_lines(found, 2002, 3)
-    assert lines[0].startswith("2002 A/A comparisons from 3 `ab --all` runs")
+    lines = aa.summary_lines(found, 2002, {"ab --all": 3, "in-process": 2})
+    assert lines[0].startswith("2002 A/A comparisons from 3 `ab --all` runs and 2 in-process runs")
     assert "| 0-10 µs | 2000 | 1 (0.05 %) |" in lines[4]
 
 
@@ -46,12 +46,31 @@ def test_summarize_writes_the_table_the_plot_and_the_numbers(tmp_path):
     lines = [
         json.dumps(vars(_comparison(20.0, 1.0 + i / 10_000, 0.999, run=i % 2))) for i in range(50)
     ]
+    # a line kept before comparisons said how they were made reads as `ab --all`'s
+    lines[0] = json.dumps({k: v for k, v in json.loads(lines[0]).items() if k != "how"})
     (tmp_path / "aa-sm_90a.jsonl").write_text("\n".join(lines) + "\n")
-    aa.summarize([tmp_path / "aa-sm_90a.jsonl"], tmp_path / "out")
+    aa.summarize([tmp_path / "aa-sm_90a.jsonl"], [], tmp_path / "out")
     assert (
         "50 A/A comparisons from 2 `ab --all` runs"
         in (tmp_path / "out" / "aa-summary.md").read_text()
     )
     assert (tmp_path / "out" / "aa-ratios.svg").read_text().startswith("<svg")
-    (bucket,) = json.loads((tmp_path / "out" / "aa-summary.json").read_text())
-    assert bucket["count"] == 50 and bucket["false_slower"] == 0.0
+    summary = json.loads((tmp_path / "out" / "aa-summary.json").read_text())
+    (bucket,) = summary["buckets"]
+    assert bucket["count"] == 50 and bucket["false_slower"] == 0.0 and summary["planted"] is None
+
+
+def test_a_planted_slowdown_is_counted_found_at_the_default_and_at_the_needed_threshold(tmp_path):
+    same = [_comparison(60.0, 1.0, 0.996 + i / 1_000_000) for i in range(1000)]
+    same[-2:] = [_comparison(60.0, 1.012, 1.011)] * 2  # the A/A's worst: 1.1 % is needed there
+    slower = [_comparison(57.0, 1.02, 1.015, "SLOWER") for _ in range(9)]
+    slower.append(_comparison(57.0, 1.012, 1.009, "SLOWER"))  # found, not at 1.1 %
+    found = aa.planted(slower, aa.buckets(same))
+    assert (found.count, found.slower, found.slower_at_needed) == (10, 10, 9)
+    assert found.needed_pct == pytest.approx(1.1) and found.lowest_low == 1.009
+    assert found.base_median_us == (57.0, 57.0)
+    (tmp_path / "aa.jsonl").write_text("".join(json.dumps(vars(c)) + "\n" for c in same))
+    (tmp_path / "planted.jsonl").write_text("".join(json.dumps(vars(c)) + "\n" for c in slower))
+    aa.summarize([tmp_path / "aa.jsonl"], [tmp_path / "planted.jsonl"], tmp_path / "out")
+    text = (tmp_path / "out" / "aa-summary.md").read_text()
+    assert "timed against its base 10 times: SLOWER 10 times at the default threshold" in text

@@ -13,10 +13,12 @@ halves' head/base ratios; the report stage judges the rounds' ratios (report.ver
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +89,38 @@ def time_pair(
     runtime: GpuRuntime, base: Side, head: Side, settings: ABSettings
 ) -> tuple[PairTiming, bool]:
     """The A/B of one case, and whether the worker's CUDA context is still fit for more."""
+    try:
+        with ready_pair(runtime, base, head) as pair:
+            return pair.timed(settings), True
+    except CannotCompare as cannot:
+        return PairTiming(why=str(cannot)), True
+    except CellError as error:  # a spec that raised, a CUDA error: the context may be gone
+        return PairTiming(why=str(error)), False
+    except Exception as error:  # a driver or launch error from cuda.core
+        return PairTiming(why=f"A/B failed: {describe_exception(error)[0]}"), False
+
+
+@dataclass(frozen=True)
+class ReadyPair:
+    """Both builds of a case on the device, each checked: what a round runs in each place."""
+
+    runtime: GpuRuntime
+    base_runs: tuple[Callable[[], None], Callable[[], None]]
+    head_runs: tuple[Callable[[], None], Callable[[], None]]
+    resets: tuple[tuple[Callable[[], None], Callable[[], None]], ...]
+    same_inputs: bool
+
+    def timed(self, settings: ABSettings) -> PairTiming:
+        """The rounds of one A/B (scripts/aa_calibration.py times one pair many times over)."""
+        timing = _rounds(self.runtime, self.base_runs, self.head_runs, self.resets, settings)
+        return dataclasses.replace(timing, same_inputs=self.same_inputs)
+
+
+@contextlib.contextmanager
+def ready_pair(runtime: GpuRuntime, base: Side, head: Side) -> Iterator[ReadyPair]:
+    """Both sides' problems set up and uploaded (one problem twice where both specs make the
+    same), each build checked against its own spec's reference; CannotCompare saying which
+    side failed where either cannot be. The workspaces are freed on the way out."""
     workspaces: list[Workspace] = []
     try:
         base_ready = runtime.beside(_host_work, runtime, base, "base")  # both at once
@@ -115,14 +149,7 @@ def time_pair(
         head_workspace = workspaces[0] if same else workspaces[1]
         head_check = head_runs[1] if same else head_runs[0]
         _check(runtime, head_workspace, head_check, head_host, head, "head")
-        timing = _rounds(runtime, base_runs, head_runs, resets, settings)
-        return PairTiming(**{**vars(timing), "same_inputs": same}), True
-    except CannotCompare as cannot:
-        return PairTiming(why=str(cannot)), True
-    except CellError as error:  # a spec that raised, a CUDA error: the context may be gone
-        return PairTiming(why=str(error)), False
-    except Exception as error:  # a driver or launch error from cuda.core
-        return PairTiming(why=f"A/B failed: {describe_exception(error)[0]}"), False
+        yield ReadyPair(runtime, base_runs, head_runs, resets, same)
     finally:
         for workspace in workspaces:
             try:

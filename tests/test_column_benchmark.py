@@ -1,0 +1,40 @@
+"""scripts/column_benchmark.py's pieces that need no GPU: the matrix it runs with (only
+timing.lanes changed) and its table; the runs themselves are the H200's (docs/reports/h200)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from harness.model.matrix import load_matrix
+from tests.conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("column", ROOT / "scripts" / "column_benchmark.py")
+column = importlib.util.module_from_spec(_spec)
+sys.modules["column"] = column  # its dataclasses look their module up there
+_spec.loader.exec_module(column)
+
+
+def test_the_matrix_of_a_run_changes_timing_lanes_only(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text()
+    for lanes in (1, 3):
+        (tmp_path / "m.yaml").write_text(column.with_lanes(text, lanes))
+        changed, original = load_matrix(tmp_path / "m.yaml"), load_matrix(ROOT / "matrix.yaml")
+        assert changed.timer.lanes == lanes
+        assert changed.targets == original.targets and changed.ab == original.ab
+    without = "\n".join(line for line in text.splitlines() if not line.startswith("  lanes:"))
+    (tmp_path / "m.yaml").write_text(column.with_lanes(without + "\n", 1))
+    assert load_matrix(tmp_path / "m.yaml").timer.lanes == 1
+
+
+def test_the_table_names_cold_and_warm_runs_and_each_settings_warm_median():
+    runs = [
+        column.ColumnRun(2, 0, 30.0, 28.0, {"passed": 151, "skipped": 4}, "time: wall 28.0 s"),
+        column.ColumnRun(1, 1, 27.0, 25.0, {"passed": 151}, "time: wall 25.0 s"),
+        column.ColumnRun(2, 1, 17.0, 15.0, {"passed": 151}, "time: wall 15.0 s"),
+        column.ColumnRun(2, 2, 19.0, 16.0, {"passed": 151}, "time: wall 16.0 s"),
+    ]
+    lines = column.table(runs)
+    assert lines[2].startswith("| 2 | cold | 30.0 s | 28.0 s | 151 passed, 4 skipped |")
+    assert "lanes 2: warm nox wall median 18.0 s" in "\n".join(lines)
+    assert "lanes 1: warm nox wall median 27.0 s" in "\n".join(lines)
