@@ -26,6 +26,7 @@ runs kept there, so a run cut short keeps what it measured.
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import math
@@ -44,10 +45,11 @@ sys.path.insert(0, str(ROOT))
 
 from harness.model.codec import report_from_json  # noqa: E402
 from harness.model.outcome import CellKind  # noqa: E402
+from harness.report.verdict import ab_threshold_pct  # noqa: E402
 
 PLANTED = ROOT / "tests" / "fixtures" / "slowdown_2pct"  # base/ and head/ kernel trees
 # Base medians, in µs: where each bucket ends (the last is open)
-BUCKET_ENDS_US = (10.0, 50.0, 200.0, 1000.0, math.inf)
+BUCKET_ENDS_US = (10.0, 20.0, 50.0, 200.0, 1000.0, math.inf)  # 20, 50: the gate's bands
 GOAL = 0.001  # at most this share of A/A comparisons may be called SLOWER
 
 
@@ -113,7 +115,7 @@ def repeat(
     from harness.compile.toolchain import find_toolchain
     from harness.model.discovery import kernel_folders, load_kernel
     from harness.model.matrix import load_matrix
-    from harness.report.verdict import ab_threshold_pct, judge_paired
+    from harness.report.verdict import judge_paired
     from harness.run.case import GpuRuntime
     from harness.run.device import probe
     from harness.run.paired import Side, ready_pair
@@ -236,6 +238,8 @@ class Bucket:
     threshold_pct: float  # the median threshold the comparisons were judged against
     ratio_quantiles: dict[str, float]  # p0.1 .. p99.9 of the median ratios
     needed_pct: float  # the threshold that calls at most GOAL of them SLOWER
+    largest_low: float  # the largest lower end: what a threshold calling none SLOWER exceeds
+    slower_now: int  # SLOWER at the harness's thresholds now (by the base median)
 
     @property
     def false_slower(self) -> float:
@@ -266,6 +270,10 @@ def buckets(comparisons: Sequence[Comparison]) -> list[Bucket]:
                     f"p{q:g}": quantile(ratios, q / 100) for q in (0.1, 1, 50, 99, 99.9)
                 },
                 needed_pct=max(0.0, 100 * (quantile(lows, 1 - GOAL) - 1)),
+                largest_low=lows[-1],
+                slower_now=sum(
+                    c.low > 1 + ab_threshold_pct(c.base_median_us) / 100 for c in inside
+                ),
             )
         )
     return found
@@ -288,8 +296,9 @@ def summary_lines(found: Sequence[Bucket], total: int, runs: Mapping[str, int]) 
         "interleaved); the goal is at most 0.1 % called SLOWER.",
         "",
         "| base median | comparisons | SLOWER (false) | FASTER | AMBIGUOUS | threshold used | "
-        "ratio p0.1 / p50 / p99.9 | threshold for <= 0.1 % |",
-        "|---|---|---|---|---|---|---|---|",
+        "ratio p0.1 / p50 / p99.9 | threshold for <= 0.1 % | largest lower end | "
+        "SLOWER at today's threshold |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     start = "0"
     for b in found:
@@ -298,7 +307,8 @@ def summary_lines(found: Sequence[Bucket], total: int, runs: Mapping[str, int]) 
         lines.append(
             f"| {start}-{end} µs | {b.count} | {b.slower} ({100 * b.false_slower:.2f} %) | "
             f"{b.faster} | {b.ambiguous} | {b.threshold_pct:.2f} % | "
-            f"{q['p0.1']:.4f} / {q['p50']:.4f} / {q['p99.9']:.4f} | {b.needed_pct:.2f} % |"
+            f"{q['p0.1']:.4f} / {q['p50']:.4f} / {q['p99.9']:.4f} | {b.needed_pct:.2f} % | "
+            f"{b.largest_low:.4f} | {b.slower_now} |"
         )
         start = end
     return lines
@@ -350,7 +360,7 @@ def planted_lines(found: Planted) -> list[str]:
 def histogram_svg(comparisons: Sequence[Comparison], width: int = 640, height: int = 320) -> str:
     """The A/A ratios (log scale of counts) per duration bucket, as an SVG of polylines."""
     edges = [0.97 + 0.0015 * i for i in range(41)]  # 0.97 .. 1.03
-    colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
+    colours = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
     lines, start = [], 0.0
     for colour, end in zip(colours, BUCKET_ENDS_US, strict=True):
         ratios = [c.ratio for c in comparisons if start <= c.base_median_us < end]
@@ -386,7 +396,8 @@ def histogram_svg(comparisons: Sequence[Comparison], width: int = 640, height: i
 def read(paths: Iterable[Path]) -> list[Comparison]:
     found = []
     for path in paths:
-        for line in path.read_text().splitlines():
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else None
+        for line in (text if text is not None else path.read_text()).splitlines():
             if line.strip():
                 found.append(Comparison(**json.loads(line)))
     return found

@@ -74,3 +74,18 @@ def test_a_planted_slowdown_is_counted_found_at_the_default_and_at_the_needed_th
     aa.summarize([tmp_path / "aa.jsonl"], [tmp_path / "planted.jsonl"], tmp_path / "out")
     text = (tmp_path / "out" / "aa-summary.md").read_text()
     assert "timed against its base 10 times: SLOWER 10 times at the default threshold" in text
+
+
+def test_kept_comparisons_read_gzipped_and_are_judged_again_at_todays_thresholds(tmp_path):
+    import gzip
+
+    # 42.7 us, lower end 1.0051: SLOWER at the 0.5 % it was judged by, not at today's 1 %
+    outlier = _comparison(42.7, 1.0157, 1.0051, "SLOWER")
+    plain = _comparison(42.7, 1.0, 0.999)
+    kept = tmp_path / "aa.jsonl.gz"
+    kept.write_bytes(
+        gzip.compress("".join(json.dumps(vars(c)) + "\n" for c in (outlier, plain)).encode())
+    )
+    (bucket,) = aa.buckets(aa.read([kept]))
+    assert (bucket.below_us, bucket.count, bucket.slower, bucket.slower_now) == (50.0, 2, 1, 0)
+    assert bucket.largest_low == 1.0051

@@ -156,3 +156,20 @@ def test_no_two_h200s_judge_unchanged_code_slower_or_faster(target, one, other):
         in (Judgement.SLOWER, Judgement.FASTER)
     ]
     assert moved == []
+
+
+def test_the_ab_thresholds_are_those_the_a_a_calibration_derived():
+    """docs/reports/h200/aa: identical code's intervals stayed under 1.014 below 20 us, reached
+    1.0051 once at 20-50 us, and stayed under 1.0008 from 50 us, where a planted 2 % slowdown's
+    never fell under 1.0072."""
+    from harness.report.verdict import ab_threshold_pct, judge_paired
+
+    assert ab_threshold_pct(10.0) == 3.0 and ab_threshold_pct(42.7) == 1.0
+    assert ab_threshold_pct(59.0) == 0.5 and ab_threshold_pct(3000.0) == 0.5
+    assert ab_threshold_pct(2.0) == pytest.approx(5.0)  # the 0.1 us floor decides
+    # the one false SLOWER of the calibration (42.7 us, interval 1.0051-1.0176) is not one now
+    calibrated_outlier = [1.0051, 1.0157, 1.0176] * 10
+    assert judge_paired(calibrated_outlier, ab_threshold_pct(42.7))[3].value != "SLOWER"
+    assert judge_paired(calibrated_outlier, 0.5)[3].value == "SLOWER"
+    planted_worst = [1.0072, 1.0194, 1.0230] * 10  # the 2 % slowdown's widest interval
+    assert judge_paired(planted_worst, ab_threshold_pct(59.0))[3].value == "SLOWER"
