@@ -64,8 +64,9 @@ class _Planted:
 # "times" for 0.1 s
 # holding the GPU's quiet lock exclusively, as a real worker does, and appends a line
 # `<kernel> <case> <begun> <timing began> <timing ended> <ended>` (time.time()) to the file; with
-# FAKE_GPU_HANG=<kernel> too, that kernel's cases hang holding the lock shared, as a kernel
-# that never returns from its checked launch does.
+# FAKE_GPU_HANG=<kernel>::<case> too, that case hangs holding the lock shared, as a kernel that
+# never returns from its checked launch does; with FAKE_GPU_MEET=<folder>, each case waits (up
+# to 20 s) before its check until cases of two kernels have begun.
 
 
 def fake_gpu(setup):
@@ -77,7 +78,11 @@ def _checked_and_timed(state, kernel: str, case: str, log: str) -> None:
 
     lock = state.setdefault("lock", QuietLock(state["quiet"]))
     begun = time.time()
-    if os.environ.get("FAKE_GPU_HANG") == kernel:
+    if meet := os.environ.get("FAKE_GPU_MEET"):
+        Path(meet, kernel).touch()
+        while len(os.listdir(meet)) < 2 and time.time() < begun + 20:
+            time.sleep(0.01)
+    if os.environ.get("FAKE_GPU_HANG") == f"{kernel}::{case}":
         with lock.shared():
             time.sleep(3600)
     time.sleep(float(os.environ.get("FAKE_GPU_CHECK_S", "0.1")))

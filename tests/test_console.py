@@ -88,3 +88,17 @@ def test_the_time_line_says_what_the_cases_cost_beyond_their_own_time():
     )
     report.cells = [case("n1", 1.5, 0.0)]  # a run that waited on no worker says nothing of it
     assert time_split(report).endswith("timing 1.0 s")
+
+
+def test_the_time_line_says_what_the_cases_waited_for_within_their_workers():
+    from harness.model.cell import Report, Stages
+    from harness.pipeline.console import time_split
+
+    where = Provenance("vm")
+    cell = Cell(CellKind.CASE, "ch", "k", "n1", "sm_90a", where, Outcome.PASSED)
+    cell.stages = Stages(timing_s=1.0, host_wait_s=0.75, gpu_wait_s=0.5)
+    report = Report("s", "sm_90a", where, [cell])
+    report.wall_s = 2.0
+    assert time_split(report).endswith(
+        "timing 1.0 s; cases waited 0.8 s for their host work, 0.5 s for the GPU's lock"
+    )

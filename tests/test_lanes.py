@@ -45,6 +45,9 @@ def test_shared_holds_overlap_and_a_timing_excludes_them(tmp_path):
         assert not _holds_within(theirs.exclusive)
     with mine.exclusive():
         assert not _holds_within(theirs.shared)
+        waited = theirs.waited_s
+    time.sleep(0.1)
+    assert theirs.waited_s >= waited + 0.2  # what its thread waited for the file, counted
 
 
 def test_a_timing_inside_a_shared_hold_is_exclusive_for_its_length_only(tmp_path):
@@ -127,7 +130,7 @@ def _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes: int, **env: s
     monkeypatch.setenv("FAKE_GPU_LOG", str(log))
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    timer = dataclasses.replace(matrix.timer, lanes=lanes, case_timeout_s=1.5)
+    timer = dataclasses.replace(matrix.timer, lanes=lanes, case_timeout_s=3.0)
     matrix = dataclasses.replace(matrix, timer=timer)
     options = RunOptions(matrix.targets["sm_90a"], (project,), tmp_path / "reports", tmp_path)
     gpu = DeviceInfo(0, "Fake GPU", ComputeCapability(9, 0), "580", "13.0", 132, 50 << 20, 1, None)
@@ -144,7 +147,9 @@ def _overlap(one, other) -> bool:
 def test_two_lanes_overlap_two_kernels_cases_and_never_their_timings(
     matrix, toolchain, project, tmp_path, monkeypatch
 ):
-    cells, spans = _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes=2)
+    (tmp_path / "meet").mkdir()  # each case waits there for a case of the other kernel
+    meet = {"FAKE_GPU_MEET": str(tmp_path / "meet")}
+    cells, spans = _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes=2, **meet)
     assert {c.outcome for c in cells.values()} == {Outcome.PASSED} and len(cells) == 4
     timings = [(timing, timed) for _, _, timing, timed, _ in spans]
     assert not any(_overlap(a, b) for i, a in enumerate(timings) for b in timings[i + 1 :])
@@ -164,12 +169,13 @@ def test_one_lane_runs_one_case_at_a_time(matrix, toolchain, project, tmp_path, 
 def test_a_kernel_that_hangs_holding_the_gpu_fails_alone(
     matrix, toolchain, project, tmp_path, monkeypatch
 ):
-    """big_smem's cases hang in their checked launch (holding the lock shared); add_one's,
-    which check for 1 s of their 1.5 s timeout, wait on them for their timing, time out beside
-    them, and pass when run again."""
-    hang = {"FAKE_GPU_HANG": "planted.big_smem", "FAKE_GPU_CHECK_S": "1.0"}
+    """big_smem's second case (blocks4; blocks1 runs first) hangs in its checked launch,
+    holding the lock shared, soon after both lanes start; add_one's first case, which checks for
+    1 s of its 3 s timeout, waits on it for its timing and times out first: run again, alone, it
+    passes, and only the case that hangs fails."""
+    hang = {"FAKE_GPU_HANG": "planted.big_smem::blocks4", "FAKE_GPU_CHECK_S": "1.0"}
     cells, _ = _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes=2, **hang)
-    hung = [c for (kernel, _), c in cells.items() if kernel == "big_smem"]
-    others = [c for (kernel, _), c in cells.items() if kernel == "add_one"]
-    assert all(c.outcome is Outcome.FAILED and "timeout" in c.message for c in hung), hung
-    assert [c.outcome for c in others] == [Outcome.PASSED] * 2, [c.message for c in others]
+    hung = cells["big_smem", "blocks4"]
+    assert hung.outcome is Outcome.FAILED and "timeout" in hung.message, hung.message
+    others = [cells["big_smem", "blocks1"], cells["add_one", "n1"], cells["add_one", "n1000"]]
+    assert [c.outcome for c in others] == [Outcome.PASSED] * 3, [c.message for c in others]

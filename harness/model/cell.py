@@ -102,6 +102,11 @@ class Stages:
     # the run's wait for the case's answer: its time in its worker (the cell's seconds), the
     # pipe both ways and the worker's own bookkeeping; 0 where the run did not wait on a worker
     waited_s: float = 0.0
+    # the worker's wait for the case's host work (setup and reference), made ahead or not
+    host_wait_s: float = 0.0
+    # within the stages above, the wait for the GPU's lock (harness.run.quiet): for another
+    # lane's timing to end, or, to time, for its GPU work
+    gpu_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -192,4 +192,8 @@ def time_split(report: Report) -> str:
     if waited:  # what the cases cost beyond their own time: the pipe, the workers' bookkeeping
         total, own = sum(w for w, _ in waited), sum(s for _, s in waited)
         said += f"; waited on workers {total:.1f} s ({total - own:.1f} s beyond the cases' own)"
+    host = sum(s.host_wait_s for s in stages)
+    gpu = sum(s.gpu_wait_s for s in stages)
+    if host or gpu:  # within the workers: what the cases' own seconds waited for
+        said += f"; cases waited {host:.1f} s for their host work, {gpu:.1f} s for the GPU's lock"
     return said

@@ -260,9 +260,11 @@ class GpuRuntime:
             seed = fresh_seed_of(kernel, case)
             fresh = self._ahead.submit(self.host_work, kernel, case, module, seed)
         self.prepare_ahead(upcoming[:AHEAD_CASES], timed)
+        waiting = time.monotonic()
         host = prepared.result() if prepared else self.host_work(kernel, case, module)
+        host_wait_s = time.monotonic() - waiting
         try:
-            return self._run_case(kernel, case, module, cell, host, fresh)
+            return self._run_case(kernel, case, module, cell, host, fresh, host_wait_s)
         finally:
             if fresh is not None:
                 fresh.cancel()  # not needed when the case failed before timing
@@ -335,14 +337,15 @@ class GpuRuntime:
         cell: Cell,
         host: HostWork,
         fresh: Future[HostWork] | None,
+        host_wait_s: float = 0.0,
     ) -> tuple[Cell, bool]:
         """`fresh`: the host work of inputs the kernel never saw, to check it on after timing;
-        None: untimed, the case runs once."""
+        None: untimed, the case runs once. `host_wait_s`: what the case waited for `host`."""
         started = time.monotonic()
         healthy = True
         cell.seed = seed_of(kernel, case)
         workspace = None
-        spent = _Spent()
+        spent = _Spent(self._quiet, host_wait_s)
         try:
             workspace, verified = self._check(kernel, case, module, cell, host, spent)
             if fresh is not None and cell.outcome is Outcome.PASSED:
@@ -659,8 +662,10 @@ class _Trials:
 class _Spent:
     """Seconds by stage of one case, for its cell's Stages."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: QuietLock, host_wait_s: float) -> None:
         self.seconds = {"upload": 0.0, "verify": 0.0, "timing": 0.0}
+        self.quiet, self.host_wait_s = quiet, host_wait_s
+        self.quiet_before = quiet.waited_s  # the process's waits for the GPU's lock so far
 
     @contextlib.contextmanager
     def on(self, stage: str) -> Iterator[None]:
@@ -676,4 +681,7 @@ class _Spent:
             reference_s=round(host.reference_s, 6),
             verify_s=round(self.seconds["verify"], 6),
             timing_s=round(self.seconds["timing"], 6),
+            host_wait_s=round(self.host_wait_s, 6),
+            # the ahead threads' waits (module loads, occupancy) count too: they are few
+            gpu_wait_s=round(self.quiet.waited_s - self.quiet_before, 6),
         )

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,7 @@ class QuietLock:
         self._threads = threading.RLock()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600) if path else None
         self._held: list[int] = []  # the modes of the holding thread's nested holds
+        self.waited_s = 0.0  # for the file, by every thread of this process, all told
 
     def exclusive(self) -> contextlib.AbstractContextManager[None]:
         """For a timing: no other holder, shared or exclusive, in any process."""
@@ -64,4 +66,6 @@ class QuietLock:
         atomic (the kernel drops the old hold, then waits for the new): two processes turning
         shared into exclusive at once never wait on each other."""
         if self._fd is not None and mode != current:
+            started = time.monotonic()
             fcntl.flock(self._fd, fcntl.LOCK_UN if mode is None else mode)
+            self.waited_s += time.monotonic() - started
