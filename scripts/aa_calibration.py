@@ -445,6 +445,12 @@ def main(argv: Sequence[str]) -> None:
     summing.add_argument("--planted", type=Path, nargs="*", default=[])
     summing.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.command != "summarize":
+        from harness.model.matrix import load_matrix
+
+        targets = load_matrix(ROOT / "matrix.yaml").targets
+        if args.target not in targets:
+            raise SystemExit(f"aa: no target {args.target!r} in matrix.yaml ({', '.join(targets)})")
     if args.command == "run":
         run(args.target, args.reports, args.out, args.budget_s)
     elif args.command in ("repeat", "planted"):

@@ -101,7 +101,11 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
     args = parser.parse_args(argv)
     matrix = load_matrix(ROOT / "matrix.yaml")
-    (target,) = [t.name for t in matrix.targets.values() if t.session == args.session]
+    named = [t.name for t in matrix.targets.values() if t.session == args.session]
+    if not named:
+        sessions = ", ".join(sorted(t.session for t in matrix.targets.values()))
+        raise SystemExit(f"column_benchmark: no target's session is {args.session!r} ({sessions})")
+    (target,) = named
     runs = [one_run(args.session, target, args.lanes[0], 0, args.out)]
     for run in range(1, args.runs + 1):
         runs += [one_run(args.session, target, lanes, run, args.out) for lanes in args.lanes]

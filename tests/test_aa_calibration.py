@@ -89,3 +89,9 @@ def test_kept_comparisons_read_gzipped_and_are_judged_again_at_todays_thresholds
     (bucket,) = aa.buckets(aa.read([kept]))
     assert (bucket.below_us, bucket.count, bucket.slower, bucket.slower_now) == (50.0, 2, 1, 0)
     assert bucket.largest_low == 1.0051
+
+
+def test_a_target_the_matrix_lacks_is_named_before_any_gpu_is_asked(tmp_path):
+    with pytest.raises(SystemExit, match=r"aa: no target 'sm_99' in matrix.yaml \(sm_80, sm_90a"):
+        aa.main(["repeat", "sm_99", "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())

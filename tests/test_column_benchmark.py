@@ -38,3 +38,11 @@ def test_the_table_names_cold_and_warm_runs_and_each_settings_warm_median():
     assert lines[2].startswith("| 2 | cold | 30.0 s | 28.0 s | 151 passed, 4 skipped |")
     assert "lanes 2: warm nox wall median 18.0 s" in "\n".join(lines)
     assert "lanes 1: warm nox wall median 27.0 s" in "\n".join(lines)
+
+
+def test_a_session_no_target_has_is_named_before_anything_runs(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match=r"no target's session is 'sm99' \(sm100, sm80, sm90\)"):
+        column.main(["sm99", "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())

@@ -328,3 +328,27 @@ def test_a_float_without_a_dot_is_a_number(tmp_path):
         MatrixError, match=r"devices.NVIDIA H200.memory_gb_per_s: expected a finite"
     ):
         load_matrix(_written(tmp_path, peaks))
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0", "expected a finite positive number, got '0'"),
+        ("two", "expected a int, got 'two'"),
+        ("1.5", "expected a int, got '1.5'"),
+        ("9", "expected at most 8, got '9'"),
+    ],
+)
+def test_a_lanes_value_a_gpu_cannot_take_is_named_at_its_line(tmp_path, value, said):
+    text = (ROOT / "matrix.yaml").read_text().replace("  lanes: 2", f"  lanes: {value}")
+    path = _written(tmp_path, text)
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    line = text.splitlines().index(f"  lanes: {value}") + 1
+    assert f"{path}:{line}" in str(raised.value) and f"timing.lanes: {said}" in str(raised.value)
+
+
+def test_a_matrix_without_lanes_reads_the_default(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text()
+    without = "\n".join(line for line in text.splitlines() if not line.startswith("  lanes:"))
+    assert load_matrix(_written(tmp_path, without + "\n")).timer.lanes == 2
