@@ -7,6 +7,7 @@ file, line or kernel. The other cells of the run must still report.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -490,7 +491,16 @@ def test_a_run_killed_before_its_compile_stage_ends_leaves_no_stale_report(tmp_p
     assert "the run did not finish" in (tmp_path / "out" / "summary.md").read_text()
 
 
-def test_ctrl_c_during_a_compile_ends_the_run_with_one_line(tmp_path):
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """`signum` to thread `tid` of process `pid`, as the kernel may choose to deliver a signal
+    sent to the process (Python has no call for another process's thread)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+@pytest.mark.parametrize("receiver", ["the process", "another thread"])
+def test_ctrl_c_during_a_compile_ends_the_run_with_one_line(tmp_path, receiver):
     work = tmp_path / "work"
     shutil.copytree(PLANTED / "planted" / "add_one", work / "kernels" / "planted" / "add_one")
     nvcc = _fake_nvcc(work, "13.0.88", HANGS_IN_ITS_COMPILE)
@@ -510,7 +520,11 @@ def test_ctrl_c_during_a_compile_ends_the_run_with_one_line(tmp_path):
     while not list((work / "c").rglob("*.fatbin.tmp")):  # nvcc has started
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.1)
-    run.send_signal(signal.SIGINT)
+    if receiver == "the process":
+        run.send_signal(signal.SIGINT)
+    else:  # the main thread, asleep waiting for the build, is not woken by the signal itself
+        others = [int(t.name) for t in Path(f"/proc/{run.pid}/task").iterdir()]
+        _tgkill(run.pid, max(tid for tid in others if tid != run.pid), signal.SIGINT)
     _, stderr = run.communicate(timeout=30)  # not nvcc's 60 s
     assert run.returncode == 130
     assert stderr.strip() == "interrupted: the reports hold the cells finished so far"

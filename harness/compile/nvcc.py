@@ -41,11 +41,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import processes, sandbox
+from harness import processes, sandbox, waiting
 from harness.compile import entries
 from harness.compile.identity import IdentityError, code_identity
 from harness.compile.toolchain import Toolchain
@@ -909,9 +909,9 @@ class Compiler:
         try:
             futures = [pool.submit(self._compile_or_why, *pair) for pair in pairs]
             if done is not None:  # each build as it finishes: how many of how many
-                for count, _ in enumerate(as_completed(futures), start=1):
+                for count, _ in enumerate(waiting.as_completed(futures), start=1):
                     done(count, len(futures))
-            return [future.result() for future in futures]
+            return [waiting.result(future) for future in futures]
         except BaseException:
             self._kill_running()
             raise

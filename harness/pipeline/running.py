@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from harness import waiting
 from harness.model.cell import Cell
 from harness.model.codec import cell_from_json, report_from_json
 from harness.model.declared import DeclaredCase
@@ -181,8 +182,7 @@ def _all_at_once(call: Callable[[T], None], each: Iterable[T]) -> None:
     threads = [threading.Thread(target=guarded, args=(item,), daemon=True) for item in items]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    waiting.join(threads)
     if failures:
         raise failures[0]
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import processes
+from harness import processes, waiting
 from harness.model.cell import Cell
 from harness.model.declared import Declared, DeclaredCase
 from harness.model.discovery import Kernel
@@ -94,7 +94,7 @@ def sanitize_kernels(context: RunContext, builds: TargetBuilds, results: Results
             ]
             queued.append([pool.submit(_sanitize, context, run) for run in runs])
         for cells in queued:
-            results.add([c if isinstance(c, Cell) else c.result() for c in cells])
+            results.add([c if isinstance(c, Cell) else waiting.result(c) for c in cells])
 
 
 @dataclass(frozen=True)

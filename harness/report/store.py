@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import waiting
 from harness.model.cell import Cell, Report
 from harness.model.codec import report_json
 from harness.report import junit
@@ -104,8 +105,7 @@ class LiveReport:
     def end(self, report: Report) -> None:
         self._closing.set()
         self._dirty.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        waiting.join([self._thread])
         if self._error is not None:
             raise self._error
         write(self.files, report)

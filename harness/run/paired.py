@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import waiting
 from harness.model.discovery import LoadedKernel
 from harness.model.errors import CellError
 from harness.model.matrix import ABSettings
@@ -125,7 +126,7 @@ def ready_pair(runtime: GpuRuntime, base: Side, head: Side) -> Iterator[ReadyPai
     try:
         base_ready = runtime.beside(_host_work, runtime, base, "base")  # both at once
         head_host = _host_work(runtime, head, "head")
-        base_host = base_ready.result()
+        base_host = waiting.result(base_ready)
         same = _same_problem(base_host.problem, head_host.problem)
         if same:
             first = runtime.upload(head.kernel, head.module, head_host.problem)
