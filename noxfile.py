@@ -41,6 +41,7 @@ PROJECT = add_sessions(
     nox, ROOT, install=("-r", "requirements.txt"), command=("python", "-m", "harness")
 )
 
+TEST_REQUIREMENTS = ("-r", "requirements.txt", "-r", "requirements-test.txt")
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
 # One pytest worker per core; worksteal: a worker that runs out takes waiting tests from one
@@ -52,7 +53,7 @@ PARALLEL = ("-n", "auto", "--dist", "worksteal")
 def tests(session: nox.Session) -> None:
     """The project's own test suite but corpus's and e2e's, in parallel workers (compiles its
     fixtures for real; GPU tests skip without a GPU)."""
-    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
+    install(session, *TEST_REQUIREMENTS, toolkits=PROJECT.toolkits())
     quick = ("-m", "not corpus and not e2e")
     session.run("python", "-m", "pytest", *PARALLEL, *quick, *session.posargs)
 
@@ -63,7 +64,7 @@ def corpus(session: nox.Session) -> None:
     one compiled and every case checked on the CPU (what `check` does), sharded, and run on
     fake GPUs. Minutes of nvcc and numpy on a small machine, so a session of their own (.ci/run
     runs it after `tests`)."""
-    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
+    install(session, *TEST_REQUIREMENTS, toolkits=PROJECT.toolkits())
     session.run("python", "-m", "pytest", *PARALLEL, "-m", "corpus", *session.posargs)
 
 
@@ -72,14 +73,14 @@ def e2e(session: nox.Session) -> None:
     """The tests that build and run the container images, install the wheel into a fresh
     virtualenv from the package index, and drive the dashboard in Chromium: minutes of image
     builds and downloads, so a session of their own (.ci/run runs it after `tests`)."""
-    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt", *PROJECT.wheels())
+    install(session, *TEST_REQUIREMENTS, toolkits=PROJECT.toolkits())
     session.run("python", "-m", "pytest", "-m", "e2e", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff, mypy over harness/, the stages' import contract, actionlint and zizmor."""
-    install(session, "-r", "requirements.txt", "-r", "requirements-test.txt")
+    install(session, *TEST_REQUIREMENTS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")  # [tool.mypy] in pyproject.toml: harness/, strictly typed

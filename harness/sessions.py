@@ -19,6 +19,7 @@ was installed) and the target's pinned nvcc wheels into its virtualenv (nothing 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,13 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from harness import images
+from harness.compile.toolchain import toolkit_folder
 from harness.model import revision
 from harness.model.errors import Unavailable
-from harness.model.matrix import Matrix, Target, load_matrix
+from harness.model.matrix import Matrix, Target, Toolkit, load_matrix
 from harness.model.provenance import current_commit, runner_name
 
 BACKENDS = ("auto", "host", "docker")
 KINDS = ("build-", "test-", "sanitize-", "ab-")
+TOOLKIT_STAMP = ".pinned"  # in a toolkit's folder: the wheels installed there
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,10 @@ class Project:
     install: tuple[str, ...]  # pip's arguments for the harness and its dependencies
     command: tuple[str, ...]  # the harness's command line in the session's environment
 
-    def wheels(self, target: Target | None = None) -> list[str]:
-        """The nvcc wheels of `target`, or of every target."""
+    def toolkits(self, target: Target | None = None) -> list[Toolkit]:
+        """The toolkit of `target`, or of every target (each once)."""
         chosen = [target] if target else self.matrix.targets.values()
-        return sorted({wheel for t in chosen for wheel in t.toolkit.wheels})
+        return list({t.toolkit.version: t.toolkit for t in chosen}.values())
 
 
 def add_sessions(
@@ -103,12 +106,12 @@ def add_sessions(
         )
     define(
         "compile",
-        _on_host(project, project.wheels(), "compile"),
+        _on_host(project, project.toolkits(), "compile"),
         "Compile every kernel for every target on this machine; run nothing.",
     )
     define(
         "check",
-        _on_host(project, project.wheels(), "check"),
+        _on_host(project, project.toolkits(), "check"),
         "Compile every kernel for every target and check each case's spec on the CPU; no GPU.",
     )
     define(
@@ -159,28 +162,57 @@ def installed_requirement() -> str:
     return f"cuda-matrix @ {recorded['url']}"
 
 
-def install(session: Any, *requirements: str) -> None:
-    """Install into the session's venv; with --no-venv, trust the environment as it is. Said
-    before and after: the first install of the nvcc wheels takes tens of seconds, in silence."""
+def install(session: Any, *requirements: str, toolkits: Sequence[Toolkit] = ()) -> None:
+    """Install into the session's venv, and each of `toolkits` pinned wheels in a folder of its
+    own there (harness.compile.toolchain finds them); with --no-venv, trust the environment as
+    it is. Said before and after: the first install of a toolkit takes tens of seconds."""
     from nox.virtualenv import PassthroughEnv  # nox is there when a session runs
 
     if isinstance(session.virtualenv, PassthroughEnv):
         return
-    toolkit = [r for r in requirements if r.startswith("nvidia-")]
-    what = (
-        f"the harness and {len(toolkit)} toolkit wheels (the first time: some 300 MB)"
-        if toolkit
-        else "the harness"
-    )
-    session.log(f"installing {what} ...")
+    session.log("installing the harness ...")
     started = time.monotonic()
     session.install(*requirements)
     session.log(f"installed in {time.monotonic() - started:.1f} s")
+    for toolkit in toolkits:
+        if toolkit.wheels:
+            _install_toolkit(session, toolkit)
 
 
-def _on_host(project: Project, wheels: list[str], *command: str) -> Callable[[Any], None]:
+def _install_toolkit(session: Any, toolkit: Toolkit) -> None:
+    """`toolkit`'s wheels, exactly as pinned (no dependencies of their own), into its folder
+    of the venv; nothing where the folder holds them already."""
+    folder = toolkit_folder(toolkit.version, Path(session.virtualenv.location))
+    stamp, pinned = folder / TOOLKIT_STAMP, "\n".join(toolkit.wheels)
+    if stamp.is_file() and stamp.read_text() == pinned:
+        return
+    shutil.rmtree(folder, ignore_errors=True)  # another pin set's, or a broken install
+    session.log(f"installing CUDA {toolkit.version}: {len(toolkit.wheels)} wheels (some 400 MB)")
+    started = time.monotonic()
+    try:
+        session.run(
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(folder),
+            *toolkit.wheels,
+        )
+    except Exception as error:  # nox's CommandFailed: pip said why above
+        session.error(
+            f"toolkit {toolkit.version}: pip could not install matrix.yaml's "
+            f"toolkits.{toolkit.version}.wheels ({error}): is each a released version?"
+        )
+    stamp.write_text(pinned)
+    session.log(f"CUDA {toolkit.version} installed in {time.monotonic() - started:.1f} s")
+
+
+def _on_host(project: Project, toolkits: list[Toolkit], *command: str) -> Callable[[Any], None]:
     def session(session: Any) -> None:
-        install(session, *project.install, *wheels)
+        install(session, *project.install, toolkits=toolkits)
         session.run(*project.command, *command, *session.posargs)
 
     return session
@@ -194,7 +226,7 @@ def _in_target(project: Project, target: Target, command: str) -> Callable[[Any]
                 args = base_tree_args(session, project.root, args)
             _in_image(session, project, target, [command, target.name, *args])
             return
-        install(session, *project.install, *project.wheels(target))
+        install(session, *project.install, toolkits=project.toolkits(target))
         session.run(*project.command, command, target.name, *args)
 
     return session

@@ -56,8 +56,9 @@ def matrix():
 
 
 @pytest.fixture(scope="session")
-def toolchain():
-    return find_toolchain()
+def toolchain(matrix):
+    """The nvcc of the project's sm_90a column (its first toolkit's)."""
+    return find_toolchain(toolkit=matrix.targets["sm_90a"].toolkit)
 
 
 @pytest.fixture(scope="session")

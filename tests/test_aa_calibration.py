@@ -92,6 +92,8 @@ def test_kept_comparisons_read_gzipped_and_are_judged_again_at_todays_thresholds
 
 
 def test_a_target_the_matrix_lacks_is_named_before_any_gpu_is_asked(tmp_path):
-    with pytest.raises(SystemExit, match=r"aa: no target 'sm_99' in matrix.yaml \(sm_80, sm_90a"):
+    with pytest.raises(
+        SystemExit, match=r"aa: no target 'sm_99' in matrix.yaml \(sm_80, sm_80-cuda13.5, sm_90a"
+    ):
         aa.main(["repeat", "sm_99", "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())

@@ -10,9 +10,10 @@ from collections import Counter
 
 import pytest
 
+from harness.compile.toolchain import find_toolchain
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.errors import Unavailable
-from harness.model.matrix import ComputeCapability
+from harness.model.matrix import ComputeCapability, load_matrix
 from harness.model.outcome import CellKind, Outcome, SkipReason
 from harness.pipeline.context import RunOptions
 from harness.pipeline.stages import compile_target, run_target
@@ -31,11 +32,14 @@ def _options(target, kernels_root, tmp_path, cache):
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("target_name", ["sm_80", "sm_90a", "sm_100a"])
-def test_chapter_kernels_compile_for_every_target(
-    matrix, toolchain, compile_cache, tmp_path, target_name
+@pytest.mark.parametrize("target_name", list(load_matrix(ROOT / "matrix.yaml").targets))
+def test_chapter_kernels_compile_for_every_target_and_toolkit(
+    matrix, compile_cache, tmp_path, target_name
 ):
+    """Every column: each target with each of its toolkits, compiled by that toolkit's nvcc."""
     target = matrix.targets[target_name]
+    toolchain = find_toolchain(toolkit=target.toolkit)
+    assert toolchain.release == target.toolkit.version
     no_gpu = Unavailable("test")
     options = _options(target, ROOT / "kernels", tmp_path, compile_cache)
     with whole_corpus(compile_cache, target_name):

@@ -363,7 +363,7 @@ def test_nvcc_can_be_named_and_a_missing_one_is_explained(tmp_path, monkeypatch)
     assert named.version == "12.8.93" and named.release == "12.8" and named.origin == "$NVCC"
     with pytest.raises(ToolchainError, match=r"\$NVCC is .*missing, which is not an executable"):
         find_toolchain({"NVCC": str(tmp_path / "missing")})
-    monkeypatch.setattr("harness.compile.toolchain._wheel_nvcc", lambda: None)
+    monkeypatch.setattr("harness.compile.toolchain._wheel_roots", lambda: [])
     with pytest.raises(ToolchainError, match=r"no nvcc found.*set NVCC="):
         find_toolchain({"CUDA_HOME": str(tmp_path), "PATH": os.devnull})
 

@@ -19,8 +19,15 @@ TOOLS_ONE_A_LINE = "  tools:\n    - memcheck\n    - leakcheck\n    - initcheck"
 EITHER_ARCH = RequireAny((RequireArch("sm_90a"), RequireArch("sm_100a")))
 
 
-def test_shipped_matrix_has_the_three_targets(matrix):
-    assert list(matrix.targets) == ["sm_80", "sm_90a", "sm_100a"]
+def test_shipped_matrix_has_the_three_targets_each_with_two_toolkits(matrix):
+    assert list(matrix.targets) == [
+        "sm_80",
+        "sm_80-cuda13.5",
+        "sm_90a",
+        "sm_90a-cuda13.5",
+        "sm_100a",
+        "sm_100a-cuda13.5",
+    ]
     assert matrix.targets["sm_80"].gencode == "arch=compute_80,code=[sm_80,compute_80]"
     assert matrix.targets["sm_90a"].gencode == "arch=compute_90a,code=[sm_90a]"
     assert matrix.targets["sm_100a"].gencode == "arch=compute_100a,code=[sm_100a]"
@@ -82,17 +89,20 @@ def _line_of(text: str, needle: str) -> int:
         (("    sass: sm_90a", "    sass: sm90a"), "sass: sm90a", r"'sm90a' is not an arch"),
         (
             (
-                '    ptx: false\n    toolkit: "13.0"\n    session: sm90',
-                '    ptx: maybe\n    toolkit: "13.0"\n    session: sm90',
+                '    ptx: false\n    toolkits: ["13.0", "13.5"]\n    session: sm90',
+                '    ptx: maybe\n    toolkits: ["13.0", "13.5"]\n    session: sm90',
             ),
             "ptx: maybe",
             r"expected a bool",
         ),
         (("  min_samples: 10", "  min_samples: ten"), "min_samples: ten", r"expected a int"),
         (
-            ('    toolkit: "13.0"\n    session: sm100', '    toolkit: "12.9"\n    session: sm100'),
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm100',
+                '    toolkit: "12.9"\n    session: sm100',
+            ),
             '"12.9"',
-            r"'12.9' is not under toolkits",
+            r"toolkit '12.9' is not under toolkits",
         ),
         (("  budget_s: 1.0", "  budget_s: -1"), "budget_s: -1", r"positive"),
         (
@@ -167,7 +177,8 @@ def test_a_missing_file_is_named(tmp_path):
 
 
 def test_an_unknown_target_lists_the_known_ones(matrix):
-    with pytest.raises(MatrixError, match=r"no target 'sm_75' \(targets: sm_80, sm_90a, sm_100a\)"):
+    known = "sm_80, sm_80-cuda13.5, sm_90a, sm_90a-cuda13.5, sm_100a, sm_100a-cuda13.5"
+    with pytest.raises(MatrixError, match=rf"no target 'sm_75' \(targets: {known}\)"):
         matrix.target("sm_75")
 
 
@@ -352,3 +363,142 @@ def test_a_matrix_without_lanes_reads_the_default(tmp_path):
     text = (ROOT / "matrix.yaml").read_text()
     without = "\n".join(line for line in text.splitlines() if not line.startswith("  lanes:"))
     assert load_matrix(_written(tmp_path, without + "\n")).timer.lanes == 2
+
+
+def test_each_toolkit_of_a_target_is_a_column_named_after_it(matrix):
+    """The first toolkit keeps the target's names; each other one's column, sessions, image,
+    reports and GitHub jobs carry its suffix, so nothing mixes the two."""
+    first, second = matrix.targets["sm_90a"], matrix.targets["sm_90a-cuda13.5"]
+    assert (first.toolkit.version, second.toolkit.version) == ("13.0", "13.5")
+    assert (first.session, second.session) == ("sm90", "sm90-cuda13.5")
+    assert (first.image, second.image) == ("cuda-matrix-sm90", "cuda-matrix-sm90-cuda13.5")
+    assert (first.sass, first.gencode) == (second.sass, second.gencode)
+    assert matrix.target("sm90-cuda13.5") is second
+    jobs = {job["target"]: job for job in matrix.github_jobs()}
+    assert jobs["sm_90a-cuda13.5"]["toolkit"] == "13.5"
+    assert jobs["sm_90a-cuda13.5"]["report"] == "junit-sm_90a-cuda13.5"
+    assert jobs["sm_90a"]["artifact"] != jobs["sm_90a-cuda13.5"]["artifact"]
+    for name in ("sm_80", "sm_90a", "sm_100a"):
+        assert {
+            matrix.targets[name].toolkit.version,
+            matrix.targets[f"{name}-cuda13.5"].toolkit.version,
+        } == {"13.0", "13.5"}
+
+
+def test_a_single_toolkit_key_is_one_column(tmp_path):
+    text = SHIPPED.replace(
+        '    toolkits: ["13.0", "13.5"]\n    session: sm90',
+        '    toolkit: "13.5"\n    session: sm90',
+        1,
+    )
+    (tmp_path / "matrix.yaml").write_text(text)
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    assert matrix.targets["sm_90a"].toolkit.version == "13.5"
+    assert "sm_90a-cuda13.5" not in matrix.targets and matrix.targets["sm_90a"].session == "sm90"
+
+
+INSTALLED_12_4 = """  "12.4":
+    path: /usr/local/cuda-12.4
+    base_image: nvidia/cuda:12.4.1-devel-ubuntu22.04
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle", "expected"),
+    [
+        (
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm90',
+                '    toolkits: ["13.0", "13.9"]\n    session: sm90',
+            ),
+            '    toolkits: ["13.0", "13.9"]',
+            r"targets.sm_90a: toolkit '13.9' is not under toolkits \(13.0, 13.5\)",
+        ),
+        (
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm90',
+                '    toolkits: ["13.5", "13.5"]\n    session: sm90',
+            ),
+            '    toolkits: ["13.5", "13.5"]',
+            r"targets.sm_90a: toolkit 13.5 is listed twice",
+        ),
+        (
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm90',
+                "    toolkits: []\n    session: sm90",
+            ),
+            "    toolkits: []",
+            r"targets.sm_90a.toolkits: expected a non-empty list of strings",
+        ),
+        (
+            ('    toolkits: ["13.0", "13.5"]\n    session: sm90', "    session: sm90"),
+            "    sass: sm_90a",
+            r"targets.sm_90a: give toolkits: \[versions\] \(or one as toolkit:\)",
+        ),
+        (
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm90',
+                '    toolkits: ["13.0"]\n    toolkit: "13.0"\n    session: sm90',
+            ),
+            "    sass: sm_90a",
+            r"targets.sm_90a: give toolkits: \[versions\] \(or one as toolkit:\)",
+        ),
+        (
+            (
+                '    base_image: debian:bookworm-slim\n  "13.5":',
+                '    base_image: debian:bookworm-slim\n    path: /opt/cuda\n  "13.5":',
+            ),
+            "    wheels:",
+            r"toolkits.13.0: give either wheels \(pinned PyPI wheels\) or path",
+        ),
+        (
+            (
+                "targets:\n",
+                INSTALLED_12_4.replace("path: /usr", "path: usr") + "targets:\n",
+            ),
+            "    path: usr/local/cuda-12.4",
+            r"toolkits.12.4.path: 'usr/local/cuda-12.4' is not an absolute path or \$VARIABLE",
+        ),
+        (
+            (
+                '    toolkits: ["13.0", "13.5"]\n    session: sm100',
+                '    toolkits: ["13.0", "12.4"]\n    session: sm100',
+            ),
+            '    toolkits: ["13.0", "12.4"]',
+            r"targets.sm_100a: toolkit 12.4: sm_100a needs CUDA 12.8 or newer; 12.4 cannot emit it",
+        ),
+    ],
+)
+def test_a_toolkit_a_target_cannot_have_is_named_at_its_line(tmp_path, edit, needle, expected):
+    old, new = edit
+    assert old in SHIPPED, old
+    text = SHIPPED.replace(old, new, 1)
+    if "12.4" in new and "path:" not in new:
+        text = text.replace("targets:\n", INSTALLED_12_4 + "targets:\n", 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as caught:
+        load_matrix(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{_line_of(text, needle)}:"), message
+    assert re.search(expected, message), message
+
+
+@pytest.mark.parametrize(
+    ("sass", "version", "why"),
+    [
+        ("sm_90a", "11.8", "sm_90a needs CUDA 12.0 or newer"),
+        ("sm_100f", "12.8", "sm_100f needs CUDA 12.9 or newer"),
+        ("sm_70", "13.0", "CUDA 13 no longer emits sm_70"),
+        ("sm_101a", "13.0", "CUDA 13 calls sm_101 sm_110"),
+        ("sm_90a", "12.4", None),
+        ("sm_100a", "12.8", None),
+        ("sm_70", "12.9", None),
+        ("sm_999", "13.0", None),  # unknown here: nvcc's own list decides at compile time
+    ],
+)
+def test_which_toolkits_emit_an_arch(sass, version, why):
+    from harness.model.matrix import arch_problem
+
+    found = arch_problem(sass, version)
+    assert (found is None) if why is None else (found is not None and why in found), found

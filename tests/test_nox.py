@@ -3,9 +3,11 @@ matrix target, each described; and this repository's own tests and lint."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,7 +99,7 @@ def test_a_session_of_no_target_lists_the_targets(asked):
     assert "-sm89: no such target in matrix.yaml; its targets are sm_80 (test-sm80), " in (
         done.stderr
     )
-    assert "sm_90a (test-sm90), sm_100a (test-sm100)" in done.stderr
+    assert "sm_90a (test-sm90), sm_90a-cuda13.5 (test-sm90-cuda13.5), sm_100a" in done.stderr
 
 
 class _Installed:
@@ -126,3 +128,50 @@ def test_a_host_session_installs_cuda_matrix_from_where_it_was_installed(
 ):
     monkeypatch.setattr(sessions.metadata, "distribution", lambda name: _Installed(record))
     assert sessions.installed_requirement() == requirement
+
+
+class _InstallingSession(_Session):
+    """A session whose pip is a record of its calls; `fails`: pip exits non-zero."""
+
+    def __init__(self, venv, fails=False):
+        super().__init__()
+        self.virtualenv = type("Env", (), {"location": str(venv)})()
+        self.ran, self.fails = [], fails
+
+    def run(self, *command):
+        self.ran.append(command)
+        if self.fails:
+            raise RuntimeError("Command python -m pip install ... failed with exit code 1")
+        folder = Path(command[command.index("--target") + 1])
+        (folder / "nvidia").mkdir(parents=True)
+
+
+def test_each_toolkit_is_installed_in_its_own_folder_once(tmp_path, matrix):
+    """Two releases of one wheel cannot share a venv: each toolkit's pins go, exactly, to
+    <venv>/cuda-toolkits/<version>, where the harness looks; pinned again only when changed."""
+    session = _InstallingSession(tmp_path)
+    for toolkit in sessions.Project(ROOT, matrix, (), ()).toolkits():
+        sessions._install_toolkit(session, toolkit)
+        sessions._install_toolkit(session, toolkit)  # the second time: nothing
+    assert [c[c.index("--target") + 1] for c in session.ran] == [
+        str(tmp_path / "cuda-toolkits" / "13.0"),
+        str(tmp_path / "cuda-toolkits" / "13.5"),
+    ]
+    assert all("--no-deps" in command for command in session.ran)
+    assert session.ran[1][-len(matrix.targets["sm_90a-cuda13.5"].toolkit.wheels) :] == (
+        matrix.targets["sm_90a-cuda13.5"].toolkit.wheels
+    )
+    moved = dataclasses.replace(
+        matrix.targets["sm_90a"].toolkit, wheels=("nvidia-cuda-nvcc==13.0.48",)
+    )
+    sessions._install_toolkit(session, moved)  # another pin set: the folder is made again
+    assert len(session.ran) == 3 and session.ran[-1][-1] == "nvidia-cuda-nvcc==13.0.48"
+
+
+def test_wheels_pip_cannot_install_stop_the_session_naming_the_toolkit(tmp_path, matrix):
+    unreleased = dataclasses.replace(
+        matrix.targets["sm_90a"].toolkit, version="13.9", wheels=("nvidia-cuda-nvcc==13.9.1",)
+    )
+    with pytest.raises(_Stopped, match=r"^toolkit 13.9: pip could not install matrix.yaml's "):
+        sessions._install_toolkit(_InstallingSession(tmp_path, fails=True), unreleased)
+    assert not (tmp_path / "cuda-toolkits" / "13.9" / ".pinned").exists()

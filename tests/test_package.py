@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import images
+from harness.compile.toolchain import TOOLKITS_FOLDER
 from harness.model.matrix import load_matrix
 from tests.conftest import ROOT, needs_docker
 
@@ -49,7 +50,8 @@ def _in(venv: Path, project: Path, toolchain, *command: str) -> subprocess.Compl
     environment = {
         **os.environ,
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
-        "NVCC": str(toolchain.nvcc),  # the pinned nvcc, installed once for the suite
+        # the pinned toolkits, installed once for the suite (nox -s tests)
+        "CUDA_MATRIX_TOOLKITS": str(Path(sys.prefix) / TOOLKITS_FOLDER),
         "CUDA_VISIBLE_DEVICES": "",
     }
     environment.pop("PYTHONPATH", None)  # the venv's own harness, never this checkout's

@@ -194,6 +194,8 @@ def _report(*args, cwd=ROOT, every_target=True):
     if every_target and given:
         named = {_target_of(f) for f in given}
         args = (*(f for f in KEPT if _target_of(f) not in named), *args)
+    if "--matrix" not in map(str, args):  # the matrix the kept reports ran under
+        args = (*args, "--matrix", H200 / "matrix.yaml")
     return subprocess.run(
         [sys.executable, "-m", "harness", "report", *map(str, args)],
         capture_output=True,

@@ -3,19 +3,28 @@ wrapper script on PATH that execs the real nvcc still finds cuobjdump, nvdisasm 
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.compile.nvcc import Compiler
 from harness.compile.toolchain import (
+    TOOLKITS_VARIABLE,
     Toolchain,
+    ToolchainError,
     ToolkitLayout,
     find_toolchain,
     parse_layout,
     reported_layout,
 )
 from harness.model.discovery import kernel_folders, load_kernel
+from harness.model.matrix import Toolkit
+from tests.conftest import ROOT
 
 # What `nvcc --dryrun -c -x cu /dev/null` printed first: nvcc 13.0.88 of an installed toolkit
 # (reached through a wrapper script), and of the PyPI wheel, under roots that exist nowhere.
@@ -152,3 +161,96 @@ def test_a_missing_tool_names_every_folder_it_was_looked_for_in(toolchain, tmp_p
     assert (
         bare.nvdisasm == wheel / "bin" / "nvdisasm"
     )  # the pinned wheels' when the toolkit lacks it
+
+
+def _nvcc_of(folder: Path, version: str) -> Path:
+    """An nvcc under `folder`/bin that says it is `version` and dry-runs nothing."""
+    nvcc = folder / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    release = ".".join(version.split(".")[:2])
+    nvcc.write_text(
+        f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "release {release}, V{version}"; fi\n'
+    )
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    return nvcc
+
+
+def _toolkit(version: str, path: str | None = None) -> Toolkit:
+    wheels = () if path else (f"nvidia-cuda-nvcc=={version}.0",)
+    return Toolkit(version, wheels, "debian:bookworm-slim", path)
+
+
+def test_a_toolkit_s_nvcc_is_the_first_of_its_release(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.compile.toolchain._wheel_roots", lambda: [])
+    home = _nvcc_of(tmp_path / "home", "13.0.88")
+    on_path = _nvcc_of(tmp_path / "path", "13.5.37")
+    shared = tmp_path / "toolkits"  # none there yet, whatever this Python has beside it
+    env = {
+        "CUDA_HOME": str(tmp_path / "home"),
+        "PATH": str(on_path.parent),
+        TOOLKITS_VARIABLE: str(shared),
+    }
+    assert find_toolchain(env, _toolkit("13.5")).nvcc == on_path  # past $CUDA_HOME's 13.0
+    assert find_toolchain(env, _toolkit("13.0")).nvcc == home
+    # the toolkit's own folder of wheels comes first, and lends its tools to the toolchain
+    own = _nvcc_of(shared / "13.5" / "nvidia" / "cu13", "13.5.37")
+    found = find_toolchain(env, _toolkit("13.5"))
+    assert found.nvcc == own and found.wheels == (own.parent.parent.resolve(),)
+    assert found.origin == "its wheels in cuda-toolkits/"
+    # none of its release: the first found, which the compile stage refuses, naming both
+    assert find_toolchain(env, _toolkit("12.9")).nvcc == home
+
+
+def test_an_installed_toolkit_is_its_path_or_a_line_saying_why_not(tmp_path):
+    installed = _nvcc_of(tmp_path / "cuda-12.9", "12.9.86")
+    variable = _toolkit("12.9", path="$MY_CUDA")
+    found = find_toolchain({"MY_CUDA": str(tmp_path / "cuda-12.9")}, variable)
+    assert found.nvcc == installed and found.origin == "toolkits.12.9.path"
+    with pytest.raises(ToolchainError, match=r"^toolkit 12.9 \(matrix.yaml: path \$MY_CUDA\): "):
+        find_toolchain({}, variable)
+    with pytest.raises(ToolchainError, match=r"\$MY_CUDA is not set"):
+        find_toolchain({}, variable)
+    empty = _toolkit("12.9", path=str(tmp_path / "empty"))
+    with pytest.raises(ToolchainError, match=rf"{tmp_path / 'empty'} has no bin/nvcc$"):
+        find_toolchain({}, empty)
+
+
+def test_a_toolkit_path_without_nvcc_stops_the_command_and_keeps_the_reports(tmp_path):
+    """Exit 2 and one line naming the column and its toolkit; the last run's report stays."""
+    text = (ROOT / "matrix.yaml").read_text()
+    installed = f'  "12.9":\n    path: {tmp_path / "cuda-12.9"}\n    base_image: cuda:12.9\n'
+    text = text.replace("targets:\n", installed + "targets:\n", 1)
+    text = text.replace(
+        'toolkits: ["13.0", "13.5"]\n    session: sm90',
+        'toolkits: ["13.0", "12.9"]\n    session: sm90',
+        1,
+    )
+    (tmp_path / "matrix.yaml").write_text(text)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "check-sm_90a-cuda12.9.xml").write_text("<testsuites/>")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "check",
+            "sm_90a-cuda12.9",
+            "--matrix",
+            str(tmp_path / "matrix.yaml"),
+            "--reports",
+            str(reports),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "NVCC"},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    root = tmp_path / "cuda-12.9"
+    assert done.stderr.strip() == (
+        f"error: target sm_90a-cuda12.9: toolkit 12.9 (matrix.yaml: path {root}): "
+        f"{root} has no bin/nvcc"
+    )
+    assert (reports / "check-sm_90a-cuda12.9.xml").read_text() == "<testsuites/>"
+    assert sorted(p.name for p in reports.iterdir()) == ["check-sm_90a-cuda12.9.xml"]

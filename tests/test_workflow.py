@@ -57,10 +57,11 @@ def _aggregate_script() -> str:
 
 
 def _workspace(tmp_path: Path) -> Path:
-    """What the aggregate job has: a checkout (the harness and matrix.yaml) and no reports."""
+    """What the aggregate job has: a checkout (the harness and matrix.yaml) and no reports;
+    its matrix.yaml the one the kept reports ran under (one toolkit per target)."""
     work = tmp_path / "checkout"
     shutil.copytree(ROOT / "harness", work / "harness", ignore=shutil.ignore_patterns("__py*"))
-    shutil.copy(ROOT / "matrix.yaml", work / "matrix.yaml")
+    shutil.copy(ROOT / "tests" / "fixtures" / "h200" / "matrix.yaml", work / "matrix.yaml")
     return work
 
 

@@ -42,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
     options = environment.run_options(args, target)
     head = head_report(options)
-    nvcc = environment.toolchain()
+    nvcc = environment.toolchain(target)
     gpus = environment.devices(matrix)
     context = open_run(matrix, options, nvcc, gpus)  # the kernels selected before a base is written
     base = base_tree(args, options)

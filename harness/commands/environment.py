@@ -55,10 +55,15 @@ def matrix_and_targets(path: Path, names: list[str]) -> tuple[Matrix, list[Targe
         raise Unusable(str(error)) from error
 
 
-def toolchain() -> Toolchain | Unavailable:
+def toolchain(target: Target) -> Toolchain | Unavailable:
+    """The nvcc of `target`'s toolkit, said on its line; where none is found, Unavailable and
+    why (each compile cell says it). A toolkit installed at a path without an nvcc is the
+    matrix's error, for this machine: Unusable."""
     try:
-        found = find_toolchain()
+        found = find_toolchain(toolkit=target.toolkit)
     except ToolchainError as error:
+        if target.toolkit.path is not None:
+            raise Unusable(f"target {target.name}: {error}") from error
         print(f"error: {error}", file=sys.stderr)
         return Unavailable(str(error))
     print(f"nvcc {found.version} ({found.origin}: {found.nvcc})")

@@ -14,7 +14,7 @@ from harness.pipeline.stages import sanitize_target
 def main(args: argparse.Namespace) -> int:
     """`sanitize <target>`: compile the target, run compute-sanitizer over it on this GPU."""
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
-    nvcc = environment.toolchain()
+    nvcc = environment.toolchain(target)
     gpus = environment.devices(matrix)
     sanitizer = environment.compute_sanitizer(nvcc, gpus)
     tools = ", ".join(tool.value for tool in matrix.sanitize.tools)

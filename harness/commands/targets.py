@@ -20,10 +20,10 @@ def each_target(args: argparse.Namespace, run: TargetRun) -> int:
     """`run` over every target the arguments name (all by default), each one's cells printed;
     exit status 1 when a cell of any failed."""
     matrix, targets = environment.matrix_and_targets(args.matrix, args.targets)
-    nvcc = environment.toolchain()
+    nvccs = {t.toolkit: environment.toolchain(t) for t in targets}  # each toolkit's, once
     ok = True
     for target in targets:
-        result = run(matrix, environment.run_options(args, target), nvcc)
+        result = run(matrix, environment.run_options(args, target), nvccs[target.toolkit])
         print_summary(result)
         ok &= result.ok
     return 0 if ok else 1

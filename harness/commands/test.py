@@ -13,7 +13,7 @@ from harness.pipeline.stages import run_target
 def main(args: argparse.Namespace) -> int:
     """`test <target>`: compile the target and run it on this machine's GPUs."""
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
-    nvcc = environment.toolchain()
+    nvcc = environment.toolchain(target)
     gpus = environment.devices(matrix)
     result = run_target(matrix, environment.run_options(args, target), nvcc, gpus)
     print_summary(result)

@@ -1,8 +1,14 @@
-"""Which nvcc compiles the matrix, what version it is, and where its toolkit lies.
+"""Which nvcc compiles a column of the matrix, what version it is, and where its toolkit lies.
 
-Order: $NVCC (if set, it must work), then $CUDA_HOME/bin/nvcc, then the pinned PyPI wheels
-installed in this Python (nvidia/cu13/bin/nvcc), then nvcc on PATH. The first that exists wins;
-its version is read from `nvcc --version`, never assumed.
+$NVCC, if set, is the nvcc (it must work). A toolkit installed at a path (matrix.yaml's
+`toolkits.<version>.path`) is that path's bin/nvcc, or none. Otherwise, in order: the toolkit's
+pinned wheels in a folder of their own beside this Python (<prefix>/cuda-toolkits/<version>,
+where the sessions install each toolkit: two releases of one wheel cannot share site-packages;
+$CUDA_MATRIX_TOOLKITS/<version> where that is set),
+$CUDA_HOME/bin/nvcc, the CUDA wheels installed in this Python (nvidia/cu13/bin/nvcc), nvcc on
+PATH. The first of them of the toolkit's release wins; where none is, the first that exists
+(the compile stage refuses it, naming both releases). Versions are read from
+`nvcc --version`, never assumed.
 
 Its toolkit is the one nvcc reports (`nvcc --dryrun` prints its profile: TOP, INCLUDES,
 LIBRARIES), not the folder above the nvcc named: on runners that is often a wrapper script that
@@ -18,12 +24,18 @@ import os
 import re
 import shlex
 import shutil
+import string
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import processes
+from harness.model.matrix import Toolkit
+
+TOOLKITS_FOLDER = "cuda-toolkits"  # under the Python's prefix: each toolkit's wheels, apart
+TOOLKITS_VARIABLE = "CUDA_MATRIX_TOOLKITS"  # a folder of them elsewhere
 
 # nvcc answers a dry run at once; one that takes longer is not a working nvcc (or a stand-in)
 DRYRUN_TIMEOUT_S = 5.0
@@ -57,7 +69,7 @@ class Toolchain:
 
     @property
     def release(self) -> str:  # "13.0"
-        return ".".join(self.version.split(".")[:2])
+        return _release(self.version)
 
     @property
     def major(self) -> str:  # "13"
@@ -142,56 +154,109 @@ def _wheel_roots() -> list[Path]:
     return [Path(root) for root in (found and found.submodule_search_locations) or ()]
 
 
-def _wheel_nvcc() -> Path | None:
-    for root in _wheel_roots():
+def _wheel_nvcc(roots: Iterable[Path]) -> Path | None:
+    for root in roots:
         for candidate in sorted(root.glob("cu*/bin/nvcc")):
             return candidate
     return None
 
 
-def wheel_folders(major: str) -> tuple[Path, ...]:
-    """The pinned wheels' folder of CUDA `major` in this Python: nvidia/cu13 holds bin/ and
-    lib/ of every CUDA 13 wheel (nvcc, cuobjdump, nvdisasm, the runtime's libcudadevrt.a)."""
-    return tuple(root / f"cu{major}" for root in _wheel_roots() if (root / f"cu{major}").is_dir())
+def wheel_folders(major: str, roots: Iterable[Path] | None = None) -> tuple[Path, ...]:
+    """The pinned wheels' folder of CUDA `major` under `roots` (default: this Python's):
+    nvidia/cu13 holds bin/ and lib/ of every CUDA 13 wheel (nvcc, cuobjdump, nvdisasm, the
+    runtime's libcudadevrt.a)."""
+    found = _wheel_roots() if roots is None else roots
+    return tuple(root / f"cu{major}" for root in found if (root / f"cu{major}").is_dir())
 
 
-def find_toolchain(env: Mapping[str, str] | None = None) -> Toolchain:
+def toolkit_folder(version: str, prefix: Path | None = None) -> Path:
+    """Where the sessions install toolkit `version`'s wheels (pip --target): beside the Python
+    at `prefix` (default: this one's)."""
+    return Path(sys.prefix if prefix is None else prefix) / TOOLKITS_FOLDER / version
+
+
+def _own_folder(toolkit: Toolkit, env: Mapping[str, str]) -> Path:
+    """Where `toolkit`'s wheels are looked for: in $CUDA_MATRIX_TOOLKITS/<version> where it is
+    set (toolkits installed once for several Pythons), else beside this Python."""
+    shared = env.get(TOOLKITS_VARIABLE)
+    return Path(shared) / toolkit.version if shared else toolkit_folder(toolkit.version)
+
+
+def find_toolchain(
+    env: Mapping[str, str] | None = None, toolkit: Toolkit | None = None
+) -> Toolchain:
+    """The nvcc of `toolkit` (where None: the first found), as the module's docstring orders."""
     env = os.environ if env is None else env
     if env.get("NVCC"):  # named explicitly: use it or say why not, never fall back silently
         named = Path(env["NVCC"])
-        if not (named.is_file() and os.access(named, os.X_OK)):
+        if not _executable(named):
             raise ToolchainError(f"$NVCC is {named}, which is not an executable file")
         return _toolchain(named, "$NVCC")
-    tried = []
-    candidates = []
+    if toolkit is not None and toolkit.path is not None:
+        return _installed(toolkit, toolkit.path, env)
+    candidates: list[tuple[Path, str, tuple[Path, ...]]] = []
+    if toolkit is not None:
+        own = _own_folder(toolkit, env) / "nvidia"
+        if nvcc := _wheel_nvcc([own]):
+            candidates.append((nvcc, f"its wheels in {TOOLKITS_FOLDER}/", (own,)))
     if env.get("CUDA_HOME"):
-        candidates.append((Path(env["CUDA_HOME"]) / "bin" / "nvcc", "$CUDA_HOME"))
-    wheel = _wheel_nvcc()
-    if wheel:
-        candidates.append((wheel, "PyPI wheel"))
-    on_path = shutil.which("nvcc", path=env.get("PATH"))
-    if on_path:
-        candidates.append((Path(on_path), "PATH"))
-    for path, origin in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return _toolchain(path, origin)
-        tried.append(f"{origin} -> {path}")
-    if not candidates:
-        tried.append("$CUDA_HOME unset, no nvidia-cuda-nvcc wheel, no nvcc on PATH")
-    raise ToolchainError(
-        "no nvcc found (tried: " + "; ".join(tried) + "). Install the pinned wheels "
-        "(nox does) or set NVCC=/path/to/nvcc"
-    )
+        candidates.append((Path(env["CUDA_HOME"]) / "bin" / "nvcc", "$CUDA_HOME", ()))
+    if wheel := _wheel_nvcc(_wheel_roots()):
+        candidates.append((wheel, "PyPI wheel", ()))
+    if on_path := shutil.which("nvcc", path=env.get("PATH")):
+        candidates.append((Path(on_path), "PATH", ()))
+    found = [(path, origin, roots) for path, origin, roots in candidates if _executable(path)]
+    if not found:
+        tried = [f"{origin} -> {path}" for path, origin, _ in candidates] or [
+            "$CUDA_HOME unset, no nvidia-cuda-nvcc wheel, no nvcc on PATH"
+        ]
+        raise ToolchainError(
+            "no nvcc found (tried: " + "; ".join(tried) + "). Install the pinned wheels "
+            "(nox does) or set NVCC=/path/to/nvcc"
+        )
+    if toolkit is not None:
+        for path, origin, roots in found:
+            try:
+                version = nvcc_version(path)
+            except ToolchainError:  # a broken one is said of below, where it comes first
+                continue
+            if _release(version) == toolkit.version:
+                return _toolchain(path, origin, roots, version)
+    return _toolchain(*found[0])
 
 
-def _toolchain(nvcc: Path, origin: str) -> Toolchain:
-    version = nvcc_version(nvcc)
+def _installed(toolkit: Toolkit, path: str, env: Mapping[str, str]) -> Toolchain:
+    """The nvcc of a toolkit installed at `path` ($VARIABLES from `env`), or why there is none."""
+    named = f"toolkit {toolkit.version} (matrix.yaml: path {path})"
+    try:
+        root = Path(string.Template(path).substitute(env))
+    except KeyError as error:
+        raise ToolchainError(f"{named}: ${error.args[0]} is not set") from error
+    except ValueError as error:  # a $ not followed by a name
+        raise ToolchainError(f"{named}: {error}") from error
+    nvcc = root / "bin" / "nvcc"
+    if not _executable(nvcc):
+        raise ToolchainError(f"{named}: {root} has no bin/nvcc")
+    return _toolchain(nvcc, f"toolkits.{toolkit.version}.path")
+
+
+def _release(version: str) -> str:  # "13.0.88" -> "13.0"
+    return ".".join(version.split(".")[:2])
+
+
+def _toolchain(
+    nvcc: Path, origin: str, roots: tuple[Path, ...] = (), version: str | None = None
+) -> Toolchain:
+    """`nvcc`'s toolchain; the CUDA wheels under `roots` (a toolkit's own folder) come before
+    this Python's where its tools and libraries are looked for."""
+    version = version or nvcc_version(nvcc)
+    major = version.split(".")[0]
     return Toolchain(
         nvcc=nvcc,
         version=version,
         origin=origin,
         layout=reported_layout(nvcc),
-        wheels=wheel_folders(version.split(".")[0]),
+        wheels=_unique([*wheel_folders(major, roots), *wheel_folders(major)]),
     )
 
 

@@ -52,14 +52,26 @@ class ComputeCapability:
 
 @dataclass(frozen=True)
 class Toolkit:
+    """A CUDA toolkit the matrix compiles with: pinned PyPI wheels, or one installed at `path`
+    (on the runner, or in `base_image`, the image its columns' images build on)."""
+
     version: str  # "13.0": what `nvcc --version` must report as its release
-    wheels: tuple[str, ...]
+    wheels: tuple[str, ...]  # () for an installed toolkit
     base_image: str
+    path: str | None = None  # an installed toolkit's root: "/usr/local/cuda-12.9", "$CUDA_HOME"
+
+    @property
+    def suffix(self) -> str:
+        """What a column of this toolkit adds to its target's names where it is not the
+        target's first toolkit: sm_90a-cuda13.5, test-sm90-cuda13.5."""
+        return f"-cuda{self.version}"
 
 
 @dataclass(frozen=True)
 class Target:
-    """One column of the matrix: what nvcc emits and which devices can run it."""
+    """One column of the matrix, a target built with one of its toolkits: what nvcc emits and
+    which devices can run it. A target's first toolkit keeps the target's own names; each
+    other toolkit's column adds the toolkit's suffix to each (sm_90a-cuda13.5)."""
 
     name: str
     sass: str  # sm_80, sm_90a, sm_100a
@@ -372,53 +384,50 @@ def load_matrix(path: Path) -> Matrix:
         frozenset({"container", "ab", "carry"}),
     )
 
-    toolkits = {}
-    for version, node in reader.entries(top["toolkits"], "toolkits").items():
-        fields = reader.mapping(node, f"toolkits.{version}", {"wheels", "base_image"})
-        if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
-            raise reader.fail(node, f"toolkits: version {version!r} is not MAJOR.MINOR")
-        wheels = reader.strings(fields["wheels"], f"toolkits.{version}.wheels")
-        if why := _nvcc_pin_problem(version, wheels):
-            raise reader.fail(fields["wheels"], f"toolkits.{version}.wheels: {why}")
-        toolkits[version] = Toolkit(
-            version=version,
-            wheels=wheels,
-            base_image=reader.scalar(fields["base_image"], f"toolkits.{version}.base_image", str),
-        )
+    toolkits = {
+        version: _toolkit(reader, version, node)
+        for version, node in reader.entries(top["toolkits"], "toolkits").items()
+    }
 
-    targets = {}
-    target_keys = {"sass", "ptx", "toolkit", "session", "image", "runner_labels"}
+    targets: dict[str, Target] = {}
+    target_keys = {"sass", "ptx", "session", "image", "runner_labels"}
     for name, node in reader.entries(top["targets"], "targets").items():
         place = f"targets.{name}"
         if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name) or ".." in name:
             # It names report and cache files: nothing that could climb out of their folders.
             raise reader.fail(node, f"targets: {_quoted(name)} is not a name like sm_90a")
-        fields = reader.mapping(node, place, target_keys, frozenset({"shards"}))
+        optional = frozenset({"shards", "toolkit", "toolkits"})
+        fields = reader.mapping(node, place, target_keys, optional)
         sass = reader.scalar(fields["sass"], f"{place}.sass", str)
         if not SASS_PATTERN.match(sass):
             raise reader.fail(
                 fields["sass"],
                 f"{place}.sass: {sass!r} is not an arch like sm_80, sm_90a or sm_100f",
             )
-        toolkit = reader.scalar(fields["toolkit"], f"{place}.toolkit", str)
-        if toolkit not in toolkits:
-            raise reader.fail(
-                fields["toolkit"],
-                f"{place}.toolkit: {toolkit!r} is not under toolkits ({', '.join(toolkits)})",
-            )
         session = reader.scalar(fields["session"], f"{place}.session", str)
         if not re.fullmatch(r"[a-z0-9]+", session):
             raise reader.fail(fields["session"], f"{place}.session: use [a-z0-9]+, got {session!r}")
-        targets[name] = Target(
-            name=name,
-            sass=sass,
-            ptx=reader.scalar(fields["ptx"], f"{place}.ptx", bool),
-            toolkit=toolkits[toolkit],
-            session=session,
-            image=reader.scalar(fields["image"], f"{place}.image", str),
-            runner_labels=reader.strings(fields["runner_labels"], f"{place}.runner_labels"),
-            shards=_shards(reader, fields.get("shards"), place),
-        )
+        ptx = reader.scalar(fields["ptx"], f"{place}.ptx", bool)
+        image = reader.scalar(fields["image"], f"{place}.image", str)
+        labels = reader.strings(fields["runner_labels"], f"{place}.runner_labels")
+        shards = _shards(reader, fields.get("shards"), place)
+        listed = _toolkits_of(reader, place, node, fields, toolkits)
+        for index, (toolkit, item) in enumerate(listed):
+            if why := arch_problem(sass, toolkit.version):
+                raise reader.fail(item, f"{place}: toolkit {toolkit.version}: {why}")
+            suffix = toolkit.suffix if index else ""  # the first keeps the target's names
+            if name + suffix in targets:
+                raise reader.fail(item, f"{place}: a second column named {name + suffix}")
+            targets[name + suffix] = Target(
+                name=name + suffix,
+                sass=sass,
+                ptx=ptx,
+                toolkit=toolkit,
+                session=session + suffix,
+                image=image + suffix,
+                runner_labels=labels,
+                shards=shards,
+            )
     sessions = [t.session for t in targets.values()]
     if len(set(sessions)) != len(sessions):
         raise reader.fail(top["targets"], "targets: two targets share one session name")
@@ -470,6 +479,102 @@ def load_matrix(path: Path) -> Matrix:
         ab=_ab(reader, top["ab"]) if "ab" in top else AB_DEFAULTS,
         carry=_carry(reader, top["carry"]) if "carry" in top else CARRY_DEFAULTS,
     )
+
+
+def _toolkit(reader: _Reader, version: str, node: yaml.Node) -> Toolkit:
+    """toolkits.<version>: pinned wheels, or the path of an installed toolkit."""
+    place = f"toolkits.{version}"
+    fields = reader.mapping(node, place, {"base_image"}, frozenset({"wheels", "path"}))
+    if not re.fullmatch(r"[0-9]+\.[0-9]+", version):
+        raise reader.fail(node, f"toolkits: version {version!r} is not MAJOR.MINOR")
+    if ("wheels" in fields) == ("path" in fields):
+        raise reader.fail(
+            node,
+            f"{place}: give either wheels (pinned PyPI wheels) or path (an installed toolkit: "
+            "/usr/local/cuda-12.9, $CUDA_HOME)",
+        )
+    base_image = reader.scalar(fields["base_image"], f"{place}.base_image", str)
+    if "path" in fields:
+        path = reader.scalar(fields["path"], f"{place}.path", str)
+        if not re.fullmatch(r"/.*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(/.*)?", path):
+            raise reader.fail(
+                fields["path"],
+                f"{place}.path: {_quoted(path)} is not an absolute path or $VARIABLE",
+            )
+        return Toolkit(version=version, wheels=(), base_image=base_image, path=path)
+    wheels = reader.strings(fields["wheels"], f"{place}.wheels")
+    if why := _nvcc_pin_problem(version, wheels):
+        raise reader.fail(fields["wheels"], f"{place}.wheels: {why}")
+    return Toolkit(version=version, wheels=wheels, base_image=base_image)
+
+
+def _toolkits_of(
+    reader: _Reader,
+    place: str,
+    node: yaml.Node,
+    fields: dict[str, yaml.Node],
+    toolkits: dict[str, Toolkit],
+) -> list[tuple[Toolkit, yaml.Node]]:
+    """A target's toolkits (`toolkits: [...]`, or one as `toolkit:`), each with its node."""
+    if ("toolkit" in fields) == ("toolkits" in fields):
+        raise reader.fail(node, f"{place}: give toolkits: [versions] (or one as toolkit:)")
+    if "toolkit" in fields:
+        items = [fields["toolkit"]]
+    else:
+        listed = fields["toolkits"]
+        reader.strings(listed, f"{place}.toolkits")  # a non-empty list of strings
+        assert isinstance(listed, yaml.SequenceNode)
+        items = list(listed.value)
+    found: list[tuple[Toolkit, yaml.Node]] = []
+    for item in items:
+        version = reader.scalar(item, f"{place}.toolkits", str)
+        if version not in toolkits:
+            raise reader.fail(
+                item, f"{place}: toolkit {version!r} is not under toolkits ({', '.join(toolkits)})"
+            )
+        if any(known.version == version for known, _ in found):
+            raise reader.fail(item, f"{place}: toolkit {version} is listed twice")
+        found.append((toolkits[version], item))
+    return found
+
+
+# The first CUDA release whose nvcc emits each arch (its `a` and `f` forms alike, but that `f`
+# came in 12.9), and the arches CUDA 13 no longer emits: a toolkit a target cannot have is the
+# matrix's error at its line, not every kernel's failed compile.
+FIRST_RELEASE = {
+    "sm_75": (10, 0),
+    "sm_80": (11, 0),
+    "sm_86": (11, 1),
+    "sm_87": (11, 4),
+    "sm_89": (11, 8),
+    "sm_90": (12, 0),
+    "sm_100": (12, 8),
+    "sm_101": (12, 8),
+    "sm_120": (12, 8),
+    "sm_103": (12, 9),
+    "sm_121": (12, 9),
+    "sm_110": (13, 0),
+}
+FAMILY_RELEASE = (12, 9)
+OLDEST_IN_13 = 75  # CUDA 13.0 dropped Maxwell, Pascal and Volta (sm_50 to sm_72)
+
+
+def arch_problem(sass: str, version: str) -> str | None:
+    """Why CUDA `version`'s nvcc cannot emit `sass`; None where it can, or where the arch is
+    not in FIRST_RELEASE (nvcc's own list decides at compile time)."""
+    release = tuple(int(part) for part in version.split("."))
+    plain = re.sub(r"[af]$", "", sass)
+    number = int(plain.removeprefix("sm_"))
+    first = FIRST_RELEASE.get(plain)
+    if sass.endswith("f"):
+        first = max(first or FAMILY_RELEASE, FAMILY_RELEASE)
+    if first is not None and release < first:
+        return f"{sass} needs CUDA {first[0]}.{first[1]} or newer; {version} cannot emit it"
+    if release >= (13, 0) and number < OLDEST_IN_13:
+        return f"CUDA 13 no longer emits {sass} (its oldest is sm_{OLDEST_IN_13})"
+    if plain == "sm_101" and release >= (13, 0):
+        return "CUDA 13 calls sm_101 sm_110"
+    return None
 
 
 def _nvcc_pin_problem(version: str, wheels: tuple[str, ...]) -> str | None:

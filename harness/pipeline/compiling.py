@@ -86,7 +86,8 @@ def _compile(
     if toolchain.release != target.toolkit.version:
         wrong = Unavailable(
             f"{target.name} pins CUDA {target.toolkit.version}, but {toolchain.nvcc} is "
-            f"{toolchain.version}"
+            f"{toolchain.version}: {target.toolkit.version} is not installed here (its sessions "
+            f"install it: nox -s test-{target.session}), or NVCC names another"
         )
         return dict.fromkeys(keys, wrong)
     known = gpu_codes(toolchain)
