@@ -12,8 +12,9 @@ Each target of matrix.yaml gets `test-<session>`, `sanitize-<session>`, `ab-<ses
 target's image where a docker engine answers (`--backend docker|host|auto`, auto by default):
 the image holds the toolchain, and the project and the harness that nox runs are mounted into
 it. On the host, a session installs `install` (by default the cuda-matrix that nox runs, as it
-was installed) and the target's pinned nvcc wheels into its virtualenv (nothing with
-`nox --no-venv`), and runs the harness there.
+was installed) into its virtualenv, and the pinned wheels of each toolkit its targets use into a
+folder of that toolkit's there (nothing with `nox --no-venv`), and runs the harness there. A
+target's columns are one per toolkit (matrix.yaml), each with its sessions.
 """
 
 from __future__ import annotations

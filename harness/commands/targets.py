@@ -8,7 +8,7 @@ from collections.abc import Callable
 from harness.commands import environment
 from harness.compile.toolchain import Toolchain
 from harness.model.errors import Unavailable
-from harness.model.matrix import Matrix
+from harness.model.matrix import Matrix, Toolkit
 from harness.pipeline.console import print_summary
 from harness.pipeline.context import RunOptions
 from harness.pipeline.results import RunResult
@@ -20,7 +20,10 @@ def each_target(args: argparse.Namespace, run: TargetRun) -> int:
     """`run` over every target the arguments name (all by default), each one's cells printed;
     exit status 1 when a cell of any failed."""
     matrix, targets = environment.matrix_and_targets(args.matrix, args.targets)
-    nvccs = {t.toolkit: environment.toolchain(t) for t in targets}  # each toolkit's, once
+    nvccs: dict[Toolkit, Toolchain | Unavailable] = {}
+    for target in targets:  # each toolkit's nvcc, found and said once
+        if target.toolkit not in nvccs:
+            nvccs[target.toolkit] = environment.toolchain(target)
     ok = True
     for target in targets:
         result = run(matrix, environment.run_options(args, target), nvccs[target.toolkit])
