@@ -78,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     ab.add_argument("--base-tree", type=Path, help="the base's files, laid out as the project")
     ab.add_argument("--base-commit", default="", help="the commit --base-tree holds")
     ab.add_argument(
+        "--base-column",
+        help="the upgrade report: the same sources built by another toolkit's column of the "
+        "target (ab sm_90a-cuda13.5 --base-column sm_90a)",
+    )
+    ab.add_argument(
         "--no-base-ok",
         action="store_true",
         help="a --base that names no commit judges every kernel NEW (a first commit has no "

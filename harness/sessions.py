@@ -50,9 +50,12 @@ class Project:
     install: tuple[str, ...]  # pip's arguments for the harness and its dependencies
     command: tuple[str, ...]  # the harness's command line in the session's environment
 
-    def toolkits(self, target: Target | None = None) -> list[Toolkit]:
-        """The toolkit of `target`, or of every target (each once)."""
-        chosen = [target] if target else self.matrix.targets.values()
+    def toolkits(self, target: Target | None = None, its_others: bool = False) -> list[Toolkit]:
+        """The toolkit of `target` (`its_others`: and of every column of its target, which an
+        upgrade report builds with), or of every target; each once."""
+        chosen = [target] if target else list(self.matrix.targets.values())
+        if target and its_others:
+            chosen += [t for t in self.matrix.targets.values() if t.gencode == target.gencode]
         return list({t.toolkit.version: t.toolkit for t in chosen}.values())
 
 
@@ -188,7 +191,9 @@ def _install_toolkit(session: Any, toolkit: Toolkit) -> None:
     if stamp.is_file() and stamp.read_text() == pinned:
         return
     shutil.rmtree(folder, ignore_errors=True)  # another pin set's, or a broken install
-    session.log(f"installing CUDA {toolkit.version}: {len(toolkit.wheels)} wheels (some 400 MB)")
+    session.log(
+        f"installing CUDA {toolkit.version}: {len(toolkit.wheels)} wheels (13.x: 120-160 MB)"
+    )
     started = time.monotonic()
     try:
         session.run(
@@ -227,7 +232,8 @@ def _in_target(project: Project, target: Target, command: str) -> Callable[[Any]
                 args = base_tree_args(session, project.root, args)
             _in_image(session, project, target, [command, target.name, *args])
             return
-        install(session, *project.install, toolkits=project.toolkits(target))
+        toolkits = project.toolkits(target, its_others=command == "ab")
+        install(session, *project.install, toolkits=toolkits)
         session.run(*project.command, command, target.name, *args)
 
     return session

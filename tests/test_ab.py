@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.compile.toolchain import Toolchain
+from harness.compile.toolchain import Toolchain, find_toolchain
 from harness.model import revision
 from harness.model.cell import Judgement, Report
 from harness.model.codec import report_from_json
@@ -250,3 +250,93 @@ def test_a_base_tree_that_is_no_folder_judges_every_kernel_new_saying_so(
     after = report_from_json(json.loads((reports / "junit-sm_90a.json").read_text()), reports)
     cases = [c for c in after.cells if c.kind is CellKind.CASE]
     assert cases and all(c.ab.judgement is Judgement.NEW for c in cases)
+
+
+def test_the_upgrade_report_compares_each_kernel_built_by_two_toolkits(
+    matrix, compile_cache, tmp_path, capsys
+):
+    """`ab sm_90a-cuda13.5 --base-column sm_90a`: the same sources, the base built by 13.0's
+    nvcc; a kernel whose code identity the new toolkit kept is IDENTICAL (as for commits), one
+    whose code changed would be timed (here, no GPU: NOT_RUN saying so); the base is named by
+    its toolkit. (13.5 changes every kernel's cubin here, if only its attributes.)"""
+    kernels = _tree(tmp_path / "kernels")
+    shutil.copytree(
+        ROOT / "kernels" / "programming_model" / "block_reduce", kernels / "pm" / "block_reduce"
+    )
+    head_column, base_column = matrix.targets["sm_90a-cuda13.5"], matrix.targets["sm_90a"]
+    reports = tmp_path / "reports"
+    head_nvcc = find_toolchain(toolkit=head_column.toolkit)
+    options = RunOptions(head_column, (kernels,), reports, compile_cache, runner="t")
+    result = run_target(matrix, options, head_nvcc, Unavailable("no GPU in this test"))
+    for cell in result.report.cells:
+        if cell.kind is CellKind.CASE:
+            cell.outcome, cell.skip_reason, cell.message = Outcome.PASSED, None, ""
+    store.write(result.files, result.report)
+    heads = {
+        c.classname: c.compile.code_identity
+        for c in result.report.cells
+        if c.kind is CellKind.COMPILE and c.compile
+    }
+    base_nvcc = find_toolchain(toolkit=base_column.toolkit)
+    base_options = RunOptions(base_column, (kernels,), tmp_path / "base-r", compile_cache)
+    base_builds = run_target(matrix, base_options, base_nvcc, Unavailable("no GPU")).report
+    bases = {
+        c.classname: c.compile.code_identity
+        for c in base_builds.cells
+        if c.kind is CellKind.COMPILE and c.compile
+    }
+    assert {k for k in heads if heads[k] != bases[k]}  # 13.5 changed the code of some
+
+    args = ["ab", "sm_90a-cuda13.5", "--base-column", "sm_90a", "--kernels", str(kernels)]
+    args += ["--reports", str(reports), "--cache", str(compile_cache), "--runner", "t"]
+    assert main(args) == 0
+
+    said = capsys.readouterr().out
+    assert "ab: sm_90a-cuda13.5 against the same sources built by sm_90a" in said
+    after = report_from_json(
+        json.loads((reports / "junit-sm_90a-cuda13.5.json").read_text()), reports
+    )
+    judged = [c for c in after.cells if c.kind is CellKind.CASE and c.ab is not None]
+    assert judged and {c.ab.base_commit for c in judged} == {"cuda13.0"}
+    # 13.5 keeps add_one's instructions (only its cubin's attributes change), not every kernel's
+    assert {c.ab.same_sass for c in judged if c.classname == "planted.add_one"} == {True}
+    changed = sorted({c.classname for c in judged if c.ab.same_sass is False})
+    compared = {c.classname for c in judged}
+    assert f"ab: instructions changed in {len(changed)} of {len(compared)} kernels compared" in said
+    for cell in judged:
+        assert cell.ab.base_code_identity == bases[cell.classname]
+        if heads[cell.classname] == bases[cell.classname]:
+            assert cell.ab.judgement is Judgement.IDENTICAL, cell.ab
+        else:  # the new toolkit's SASS differs: timed on a GPU; here none
+            assert cell.ab.judgement is Judgement.NOT_RUN and "no-device" in cell.ab.why, cell.ab
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        (
+            ["--base-column", "sm_80"],
+            "ab: --base-column sm_80 emits arch=compute_80,code=[sm_80,compute_80], "
+            "sm_90a-cuda13.5 arch=compute_90a,code=[sm_90a]: an upgrade report compares two "
+            "toolkits of one target",
+        ),
+        (
+            ["--base-column", "sm90-cuda13.5"],
+            "ab: --base-column sm_90a-cuda13.5 is built by sm_90a-cuda13.5's own toolkit "
+            "(13.5): name a column of another toolkit",
+        ),
+        (["--base-column", "sm_75"], "ab: --base-column: "),
+        (
+            ["--base-column", "sm_90a", "--base", "HEAD"],
+            "ab: --base-column compares toolkits: give it alone",
+        ),
+    ],
+)
+def test_an_upgrade_report_of_no_such_pair_of_toolkits_is_refused(tmp_path, capsys, asked, said):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "junit-sm_90a-cuda13.5.json").write_text("{}")  # never read: refused before
+    assert main(["ab", "sm_90a-cuda13.5", *asked, "--reports", str(reports)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}"), err
+    assert (reports / "junit-sm_90a-cuda13.5.json").read_text() == "{}"

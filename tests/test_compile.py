@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import sandbox
-from harness.compile.identity import IdentityError, code_identity, code_sections
+from harness.compile.identity import IdentityError, code_identity, code_sections, sass_identity
 from harness.compile.nvcc import (
     FAILED_CHECK,
     MAC_KEY_BYTES,
@@ -525,6 +525,12 @@ def test_the_code_identity_is_the_same_in_any_folder_and_changes_with_the_code(
         _kernel(tmp_path / "two/deeper/kernels", "add_one"), matrix.targets["sm_90a"]
     )
     assert changed.code_identity != builds["one"]["sm_90a"].code_identity
+    # the instructions alone (what an upgrade report asks of two toolkits' builds): the same
+    # wherever built, another where an instruction changed
+    first = sass_identity(toolchain.cuobjdump, builds["one"]["sm_90a"].binary)
+    assert sass_identity(toolchain.cuobjdump, builds["two/deeper"]["sm_90a"].binary) == first
+    assert sass_identity(toolchain.cuobjdump, moved.binary) == first
+    assert sass_identity(toolchain.cuobjdump, changed.binary) != first
 
 
 def test_a_cache_entry_whose_identity_was_unread_gets_one(

@@ -175,3 +175,11 @@ def test_wheels_pip_cannot_install_stop_the_session_naming_the_toolkit(tmp_path,
     with pytest.raises(_Stopped, match=r"^toolkit 13.9: pip could not install matrix.yaml's "):
         sessions._install_toolkit(_InstallingSession(tmp_path, fails=True), unreleased)
     assert not (tmp_path / "cuda-toolkits" / "13.9" / ".pinned").exists()
+
+
+def test_an_ab_session_installs_every_toolkit_of_its_target_for_the_upgrade_report(matrix):
+    project = sessions.Project(ROOT, matrix, (), ())
+    newer = matrix.targets["sm_90a-cuda13.5"]
+    assert [t.version for t in project.toolkits(newer)] == ["13.5"]
+    assert [t.version for t in project.toolkits(newer, its_others=True)] == ["13.5", "13.0"]
+    assert [t.version for t in project.toolkits()] == ["13.0", "13.5"]

@@ -54,6 +54,34 @@ def code_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+def sass_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
+    """A SHA-256 over the instructions alone: each cubin's `.text.<entry>` sections, by arch and
+    name. Two toolkits' builds of one source differ in their cubins' attributes and notes even
+    where every instruction is the same; this says whether the instructions are."""
+    with tempfile.TemporaryDirectory(prefix="sass-") as scratch:
+        try:
+            done = subprocess.run(
+                [str(cuobjdump), "-xelf", "all", str(binary.resolve())],
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            raise IdentityError(f"cannot run {cuobjdump}: {error}") from error
+        if done.returncode != 0:
+            raise IdentityError(f"{cuobjdump.name} -xelf failed: {done.stderr.strip()[-300:]}")
+        parts = []
+        for cubin in Path(scratch).iterdir():
+            arch, _ = _arch_and_kind(cubin)
+            for name, data in code_sections(cubin.read_bytes()):
+                if name.startswith(".text."):
+                    parts.append(f"{arch} {name} {hashlib.sha256(data).hexdigest()}")
+    if not parts:
+        raise IdentityError(f"{binary.name} holds no instructions (no cubin)")
+    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()
+
+
 def _part_digest(part: Path) -> str:
     """ "<arch> <kind> <sha256>" of one extracted cubin or PTX, over its code only."""
     arch, kind = _arch_and_kind(part)

@@ -201,6 +201,9 @@ class ABComparison:
     head_median_us: float | None = None
     same_inputs: bool | None = None  # both specs made the same problem: one set of buffers
     base_code_identity: str | None = None
+    # the two builds' instructions (their cubins' .text sections) are the same: a code identity
+    # that differs in attributes only (another toolkit's); None where not compared
+    same_sass: bool | None = None
 
     @property
     def change_pct(self) -> float | None:

@@ -36,8 +36,8 @@ from harness.model.outcome import CellKind, Outcome, SkipReason
 # report's `shared_gpu`; 2.7: the file's `junit_sha256`, which harness.report.store adds; 2.8:
 # the file's `outcomes_sha256`, the same's, of its cells' names and outcomes; 2.9: a report's
 # `shard` and `sources`; 2.10: a case cell's `verdict_key` and `carried_from`, its stages'
-# `waited_s`; 2.11: its stages' `host_wait_s` and `gpu_wait_s`)
-SCHEMA_VERSION = "2.11"
+# `waited_s`; 2.11: its stages' `host_wait_s` and `gpu_wait_s`; 2.12: an A/B's `same_sass`)
+SCHEMA_VERSION = "2.12"
 
 
 def cell_json(cell: Cell) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """`ab <target> --base REF`: each case whose code changed since the base commit, timed against
 the base's build on this GPU, interleaved; the verdicts go into the target's report.
+`ab <column> --base-column <column>` is the upgrade report: the same sources built by another
+toolkit of the same target (`sm_90a` for `sm_90a-cuda13.5`), compared the same way, the base
+named by its toolkit (`cuda13.0`) where a commit would be.
 
 The report is the one `test` wrote for the target (its cells are the head's). The base's kernel
 trees come from git (`--base REF`), or from a folder laid out as the project is
@@ -14,12 +17,14 @@ of the report's own cells changes but their `ab`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.compile.identity import IdentityError, sass_identity
 from harness.compile.nvcc import Compiled, failure_line
 from harness.model.cell import ABComparison, Cell, Judgement, Report
 from harness.model.codec import report_from_json
@@ -40,6 +45,21 @@ from harness.run.worker import PairJob, WorkerSetup
 
 
 @dataclass(frozen=True)
+class BaseColumn:
+    """The base of an upgrade report: the head's own kernel trees, built for another column of
+    the same target (its toolkit's nvcc) by that column's run context."""
+
+    context: RunContext
+
+    @property
+    def commit(self) -> str:  # what names the base in each A/B: its toolkit
+        return "cuda" + self.context.target.toolkit.version
+
+
+Base = BaseTree | BaseColumn | Unavailable
+
+
+@dataclass(frozen=True)
 class _Base:
     """The base commit's side of one kernel: its loaded spec and build, or why there is none
     to time (`missing`: NEW; `broken`: NOT_RUN)."""
@@ -51,12 +71,13 @@ class _Base:
 
 
 def compare_target(
-    context: RunContext, report: Report, base: BaseTree | Unavailable, everything: bool = False
+    context: RunContext, report: Report, base: Base, everything: bool = False
 ) -> dict[tuple[str, str], ABComparison]:
     """The A/B of every passed case cell of `report` against `base`, by (classname, case)."""
     head = _compiled(context, context.folders)
     bases = _base_kernels(context, base, head.kernels)
-    commit = base.commit if isinstance(base, BaseTree) else "none"
+    commit = "none" if isinstance(base, Unavailable) else base.commit
+    runs_base = base.context if isinstance(base, BaseColumn) else context
     passed = {
         (cell.classname, cell.case)
         for cell in report.cells
@@ -65,6 +86,8 @@ def compare_target(
     found: dict[tuple[str, str], ABComparison] = {}
     jobs: list[tuple[tuple[str, str], PairJob]] = []
     base_codes: dict[tuple[str, str], str | None] = {}  # the base build's code identity
+    same_sass: dict[tuple[str, str], bool | None] = {}  # whether the instructions are the same
+    read: dict[Path, str | None] = {}  # each binary's instructions' identity, read once
     unknown: set[str] = set()  # kernels whose code identity either side lacks
     for kernel in head.builds.kernels:
         cases = [c for c in kernel.declared.cases if (kernel.classname, c.name) in passed]
@@ -83,13 +106,21 @@ def compare_target(
                     Judgement.IDENTICAL,
                     "the base's code identity is the head's",
                     base_code_identity=plan.code,
+                    same_sass=True,
                 )
             else:
+                same_sass[key] = _same_sass(context, plan.build, head_build, read)
                 try:
-                    base_binary = context.runnable_binary(plan.build)
+                    base_binary = runs_base.runnable_binary(plan.build)
                     head_binary = context.runnable_binary(head_build, case.defines)
-                except CellError as cannot:
-                    found[key] = ABComparison(commit, Judgement.NOT_RUN, str(cannot))
+                except CellError as cannot:  # the base's code is known all the same
+                    found[key] = ABComparison(
+                        commit,
+                        Judgement.NOT_RUN,
+                        str(cannot),
+                        base_code_identity=plan.code,
+                        same_sass=same_sass[key],
+                    )
                     continue
                 job = PairJob(
                     plan.kernel.spec_file,
@@ -105,8 +136,32 @@ def compare_target(
     if unknown:
         print(f"ab: {identity_unknown_line(sorted(unknown))}", flush=True)
     if jobs:  # runnable_binary found a device for each
-        found.update(_time_pairs(context, jobs, commit, base_codes))
+        timed = _time_pairs(context, jobs, commit, base_codes)
+        found.update(
+            {k: dataclasses.replace(ab, same_sass=same_sass[k]) for k, ab in timed.items()}
+        )
     return found
+
+
+def _same_sass(
+    context: RunContext, base: Compiled, head: Build, read: dict[Path, str | None]
+) -> bool | None:
+    """Whether the two builds' instructions are the same (identity.sass_identity); None where
+    either cannot be read."""
+    toolchain = context.toolchain
+    if isinstance(toolchain, Unavailable) or not isinstance(head, Compiled):
+        return None
+    identities = []
+    for binary in (base.binary, head.binary):
+        if binary is None:
+            return None
+        if binary not in read:
+            try:
+                read[binary] = sass_identity(toolchain.cuobjdump, binary)
+            except IdentityError:
+                read[binary] = None
+        identities.append(read[binary])
+    return None if None in identities else identities[0] == identities[1]
 
 
 @dataclass(frozen=True)
@@ -169,12 +224,12 @@ def identity_unknown_line(kernels: Sequence[str]) -> str:
     return f"code identity unknown for {count}: they are timed, not carried ({', '.join(kernels)})"
 
 
-def _base_kernels(
-    context: RunContext, base: BaseTree | Unavailable, head_kernels: list[Kernel]
-) -> dict[str, _Base]:
+def _base_kernels(context: RunContext, base: Base, head_kernels: list[Kernel]) -> dict[str, _Base]:
     """The base side of each head kernel, by classname."""
     if isinstance(base, Unavailable):
         return {k.classname: _Base(missing=f"no base: {base.why}") for k in head_kernels}
+    if isinstance(base, BaseColumn):  # the same sources: each kernel is there
+        return _sides(_compiled(base.context, context.folders), head_kernels, {}, base.commit)
     options = context.options
     folders = []
     outside = {}
@@ -184,7 +239,14 @@ def _base_kernels(
             outside.update({f.classname: base_root.why for f in kernel_folders(Path(root))})
         elif base_root.is_dir():
             folders += kernel_folders(base_root, options.select)
-    side = _compiled(context, folders)
+    return _sides(_compiled(context, folders), head_kernels, outside, base.commit)
+
+
+def _sides(
+    side: _Side, head_kernels: list[Kernel], outside: dict[str, str], commit: str
+) -> dict[str, _Base]:
+    """Each head kernel's base in `side`, by classname; `outside`: kernels of trees the base
+    does not have, and why."""
     broken = {cell.classname: cell.message for cell in side.loaded.cells}
     by_name = {k.classname: k for k in side.kernels}
     sides = {}
@@ -195,7 +257,7 @@ def _base_kernels(
         elif name in broken:
             sides[name] = _Base(broken=f"the base's spec cannot be used: {broken[name]}")
         elif name not in by_name:
-            sides[name] = _Base(missing=f"no {name} at {base.commit[:12]}")
+            sides[name] = _Base(missing=f"no {name} at {commit[:12]}")
         elif by_name[name] not in side.builds.kernels:
             needs = by_name[name].declared.requires
             sides[name] = _Base(broken=f"the base's kernel needs {needs}, beyond this target")
@@ -279,6 +341,20 @@ def _line(key: tuple[str, str], ab: ABComparison) -> str:
     return f"  {ab.judgement.value:9} {name}  -- {ab.why}"
 
 
+def instructions_line(found: dict[tuple[str, str], ABComparison]) -> str | None:
+    """Which kernels' instructions changed, of those whose builds were compared (a code
+    identity may change in attributes alone: another toolkit's); None where none was."""
+    same: dict[str, bool] = {}
+    for (kernel, _), ab in found.items():
+        if ab.same_sass is not None:
+            same[kernel] = same.get(kernel, True) and ab.same_sass
+    if not same:
+        return None
+    changed = sorted(kernel for kernel, alike in same.items() if not alike)
+    named = f": {', '.join(changed)}" if changed else ""
+    return f"instructions changed in {len(changed)} of {len(same)} kernels compared{named}"
+
+
 def unmeasured_lines(found: dict[tuple[str, str], ABComparison]) -> list[str]:
     """One line for each kernel whose cases were not timed alike (NEW, NOT_RUN), saying why;
     a kernel's cases that differ in that get a line each. IDENTICAL goes without saying."""
@@ -317,7 +393,7 @@ def head_report(options: RunOptions) -> HeadReport:
 
 
 def compare_and_record(
-    context: RunContext, head: HeadReport, base: BaseTree | Unavailable, everything: bool = False
+    context: RunContext, head: HeadReport, base: Base, everything: bool = False
 ) -> dict[tuple[str, str], ABComparison]:
     """compare_target, each case's A/B then written into the head report on disk."""
     found = compare_target(context, head.report, base, everything)

@@ -271,6 +271,8 @@ def _ab_properties(ab: ABComparison) -> dict[str, str]:
         shown["ab_rounds"] = str(ab.rounds)
     if ab.why:
         shown["ab_why"] = ab.why
+    if ab.same_sass is not None:
+        shown["ab_same_sass"] = str(ab.same_sass).lower()
     return shown
 
 
