@@ -74,6 +74,17 @@ def test_which_targets_express_a_requirement(matrix, target, requirement, expres
     assert matrix.targets[target].expresses(requirement) is expressible
 
 
+def _refused_at_its_line(tmp_path, text: str, needle: str, expected: str) -> None:
+    """`text` as matrix.yaml is refused, the message starting at the line of `needle`."""
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError) as caught:
+        load_matrix(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{_line_of(text, needle)}:"), message
+    assert re.search(expected, message), message
+
+
 def _line_of(text: str, needle: str) -> int:
     return text.splitlines().index(next(line for line in text.splitlines() if needle in line)) + 1
 
@@ -147,13 +158,7 @@ def test_a_wrong_entry_names_file_line_and_expectation(tmp_path, edit, needle, e
     old, new = edit
     assert old in SHIPPED
     text = SHIPPED.replace(old, new, 1)
-    path = tmp_path / "matrix.yaml"
-    path.write_text(text)
-    with pytest.raises(MatrixError) as caught:
-        load_matrix(path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}:{_line_of(text, needle)}:"), message
-    assert re.search(expected, message), message
+    _refused_at_its_line(tmp_path, text, needle, expected)
 
 
 def test_a_missing_field_names_the_target(tmp_path):
@@ -475,13 +480,7 @@ def test_a_toolkit_a_target_cannot_have_is_named_at_its_line(tmp_path, edit, nee
     text = SHIPPED.replace(old, new, 1)
     if "12.4" in new and "path:" not in new:
         text = text.replace("targets:\n", INSTALLED_12_4 + "targets:\n", 1)
-    path = tmp_path / "matrix.yaml"
-    path.write_text(text)
-    with pytest.raises(MatrixError) as caught:
-        load_matrix(path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}:{_line_of(text, needle)}:"), message
-    assert re.search(expected, message), message
+    _refused_at_its_line(tmp_path, text, needle, expected)
 
 
 @pytest.mark.parametrize(

@@ -33,19 +33,7 @@ def code_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
     """The code identity of `binary`: a SHA-256 over its cubins' code sections and its PTX."""
     with tempfile.TemporaryDirectory(prefix="identity-") as scratch:
         for what in ("-xelf", "-xptx"):
-            try:
-                done = subprocess.run(
-                    [str(cuobjdump), what, "all", str(binary.resolve())],
-                    cwd=scratch,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
-                )
-            except (OSError, subprocess.SubprocessError) as error:
-                raise IdentityError(f"cannot run {cuobjdump}: {error}") from error
-            if done.returncode != 0:
-                why = (done.stderr or done.stdout).strip()[-300:]
-                raise IdentityError(f"{cuobjdump.name} {what} failed: {why}")
+            _extract(cuobjdump, what, binary, Path(scratch), timeout_s)
         # Each part's own digest, in an order of what they hold, not of how the directory lists
         # them: a binary of several sources has several cubins of one arch.
         parts = sorted(_part_digest(part) for part in Path(scratch).iterdir())
@@ -59,18 +47,7 @@ def sass_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
     name. Two toolkits' builds of one source differ in their cubins' attributes and notes even
     where every instruction is the same; this says whether the instructions are."""
     with tempfile.TemporaryDirectory(prefix="sass-") as scratch:
-        try:
-            done = subprocess.run(
-                [str(cuobjdump), "-xelf", "all", str(binary.resolve())],
-                cwd=scratch,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            raise IdentityError(f"cannot run {cuobjdump}: {error}") from error
-        if done.returncode != 0:
-            raise IdentityError(f"{cuobjdump.name} -xelf failed: {done.stderr.strip()[-300:]}")
+        _extract(cuobjdump, "-xelf", binary, Path(scratch), timeout_s)
         parts = []
         for cubin in Path(scratch).iterdir():
             arch, _ = _arch_and_kind(cubin)
@@ -80,6 +57,23 @@ def sass_identity(cuobjdump: Path, binary: Path, timeout_s: float = 120) -> str:
     if not parts:
         raise IdentityError(f"{binary.name} holds no instructions (no cubin)")
     return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()
+
+
+def _extract(cuobjdump: Path, what: str, binary: Path, into: Path, timeout_s: float) -> None:
+    """`cuobjdump <what> all` (-xelf: the cubins, -xptx: the PTX) of `binary`, into `into`."""
+    try:
+        done = subprocess.run(
+            [str(cuobjdump), what, "all", str(binary.resolve())],
+            cwd=into,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        raise IdentityError(f"cannot run {cuobjdump}: {error}") from error
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip()[-300:]
+        raise IdentityError(f"{cuobjdump.name} {what} failed: {why}")
 
 
 def _part_digest(part: Path) -> str:
