@@ -185,10 +185,11 @@ def install(session: Any, *requirements: str, toolkits: Sequence[Toolkit] = ()) 
 
 def _install_toolkit(session: Any, toolkit: Toolkit) -> None:
     """`toolkit`'s wheels, exactly as pinned (no dependencies of their own), into its folder
-    of the venv; nothing where the folder holds them already."""
+    of the venv; nothing where the folder holds them already, its nvcc among them."""
     folder = toolkit_folder(toolkit.version, Path(session.virtualenv.location))
     stamp, pinned = folder / TOOLKIT_STAMP, "\n".join(toolkit.wheels)
-    if stamp.is_file() and stamp.read_text() == pinned:
+    whole = any(folder.glob("nvidia/cu*/bin/nvcc"))  # not a folder emptied by hand since
+    if stamp.is_file() and stamp.read_text() == pinned and whole:
         return
     shutil.rmtree(folder, ignore_errors=True)  # another pin set's, or a broken install
     session.log(

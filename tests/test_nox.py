@@ -143,7 +143,8 @@ class _InstallingSession(_Session):
         if self.fails:
             raise RuntimeError("Command python -m pip install ... failed with exit code 1")
         folder = Path(command[command.index("--target") + 1])
-        (folder / "nvidia").mkdir(parents=True)
+        (folder / "nvidia" / "cu13" / "bin").mkdir(parents=True)
+        (folder / "nvidia" / "cu13" / "bin" / "nvcc").touch()
 
 
 def test_each_toolkit_is_installed_in_its_own_folder_once(tmp_path, matrix):
@@ -166,6 +167,10 @@ def test_each_toolkit_is_installed_in_its_own_folder_once(tmp_path, matrix):
     )
     sessions._install_toolkit(session, moved)  # another pin set: the folder is made again
     assert len(session.ran) == 3 and session.ran[-1][-1] == "nvidia-cuda-nvcc==13.0.48"
+    lost = tmp_path / "cuda-toolkits" / "13.5" / "nvidia" / "cu13" / "bin" / "nvcc"
+    lost.unlink()  # the pins' stamp is there, the nvcc is not: installed again
+    sessions._install_toolkit(session, matrix.targets["sm_90a-cuda13.5"].toolkit)
+    assert len(session.ran) == 4 and lost.exists()
 
 
 def test_wheels_pip_cannot_install_stop_the_session_naming_the_toolkit(tmp_path, matrix):
