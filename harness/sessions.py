@@ -196,8 +196,8 @@ def _install_toolkit(session: Any, toolkit: Toolkit) -> None:
         f"installing CUDA {toolkit.version}: {len(toolkit.wheels)} wheels (13.x: 120-160 MB)"
     )
     started = time.monotonic()
-    try:
-        session.run(
+    try:  # run_install: also under `nox --install-only`, which prepares venvs for later runs
+        session.run_install(
             "python",
             "-m",
             "pip",
