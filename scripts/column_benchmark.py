@@ -5,10 +5,12 @@ rest warm and interleaved across the lane settings, so a drift of the machine fa
 
     python scripts/column_benchmark.py sm90 --lanes 1 2 --runs 2 --out bench
 
-Each run writes its reports under `<out>/<lanes>-<n>/`; `<out>/column.md` and `column.json`
-hold, per run, the command's wall time, the report's own, the cells' outcomes and the harness's
-stage split (harness.pipeline.console.time_split). A run's matrix is matrix.yaml with only
-`timing.lanes` changed, written beside the reports.
+Every run writes its reports into one folder, `<out>/reports`, each replacing the last's as the
+README's command replaces `reports/` (a run orders its cases by what they took in the report it
+replaces: a warm run is one that has that report), and copies them to `<out>/<lanes>-<n>/`;
+`<out>/column.md` and `column.json` hold, per run, the command's wall time, the report's own,
+the cells' outcomes and the harness's stage split (harness.pipeline.console.time_split). A run's
+matrix is matrix.yaml with only `timing.lanes` changed, written beside its copy.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,12 +60,15 @@ def one_run(session: str, target: str, lanes: int, run: int, out: Path) -> Colum
     matrix.write_text(with_lanes((ROOT / "matrix.yaml").read_text(), lanes))
     if load_matrix(matrix).timer.lanes != lanes:
         raise SystemExit(f"{matrix}: timing.lanes is not {lanes}")
+    reports = out / "reports"
     command = ["nox", "--no-venv", "-s", f"test-{session}", "--"]
-    command += ["--matrix", str(matrix), "--reports", str(folder)]
+    command += ["--matrix", str(matrix), "--reports", str(reports)]
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     took = time.monotonic() - started
     (folder / "log.txt").write_text(done.stdout + done.stderr)
+    for name in (f"junit-{target}.json", f"junit-{target}.xml"):
+        shutil.copyfile(reports / name, folder / name)
     report = report_from_json(json.loads((folder / f"junit-{target}.json").read_text()), folder)
     return ColumnRun(
         lanes,

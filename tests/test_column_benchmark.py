@@ -4,7 +4,10 @@ timing.lanes changed) and its table; the runs themselves are the H200's (docs/re
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 from harness.model.matrix import load_matrix
 from tests.conftest import ROOT
@@ -48,3 +51,29 @@ def test_a_session_no_target_has_is_named_before_anything_runs(tmp_path):
     ):
         column.main(["sm99", "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())
+
+
+def test_each_run_replaces_the_last_one_s_reports_as_the_readme_s_command_does(
+    tmp_path, monkeypatch
+):
+    """A warm run orders its cases by the report it replaces: every run writes into one folder,
+    and each run's reports are copied beside its matrix."""
+    kept = ROOT / "tests" / "fixtures" / "h200"
+    asked = []
+
+    def nox(command, **_):
+        reports = Path(command[command.index("--reports") + 1])
+        asked.append((reports, (reports / "junit-sm_90a.json").exists()))
+        reports.mkdir(parents=True, exist_ok=True)
+        for name in ("junit-sm_90a.json", "junit-sm_90a.xml"):
+            shutil.copyfile(kept / name, reports / name)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(column.subprocess, "run", nox)
+    first = column.one_run("sm90", "sm_90a", 2, 0, tmp_path)
+    column.one_run("sm90", "sm_90a", 3, 1, tmp_path)
+    assert asked == [(tmp_path / "reports", False), (tmp_path / "reports", True)]
+    assert (tmp_path / "3-1" / "junit-sm_90a.xml").read_bytes() == (
+        kept / "junit-sm_90a.xml"
+    ).read_bytes()
+    assert first.outcomes["passed"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 import time
 
@@ -133,3 +135,26 @@ def test_a_posted_job_that_kills_the_worker_leaves_the_next_job_a_fresh_one():
         pool.post(("crash", 1))
         after = pool.run(("ok", 2), timeout_s=30)
     assert after[:2] == ["t", 2] and after[2] != first[2]
+
+
+def test_a_worker_closed_without_waiting_is_killed_now_and_joined_when_the_pool_exits(
+    monkeypatch,
+):
+    """A lane goes on to its next kernel while the last one's worker exits (a CUDA context's
+    teardown); nothing is left unjoined once the pool is done."""
+    joined = []
+    join = multiprocessing.process.BaseProcess.join
+    monkeypatch.setattr(
+        multiprocessing.process.BaseProcess,
+        "join",
+        lambda process, timeout=None: joined.append(process.pid) or join(process, timeout),
+    )
+    with _pool() as pool:
+        pid = pool.run(("ok", 1), timeout_s=30)[2]
+        pool.close(wait=False)
+        assert joined == []  # not waited for
+        after = pool.run(("ok", 2), timeout_s=30)  # a fresh worker at once
+        assert after[2] != pid
+    assert joined[0] == pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed, and reaped

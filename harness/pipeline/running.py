@@ -156,7 +156,7 @@ def run_on_gpus(
                         case_job = _case_job(context, job, upcoming)
                         cell = _run_in_lane(context, lanes, number, pool, job, case_job, device)
                         results.add([cell])
-                    pool.close()
+                    pool.close(wait=False)  # the lane's next kernel need not wait for its exit
 
             _all_at_once(lane, range(min(context.matrix.timer.lanes, len(groups))))
 

@@ -106,6 +106,7 @@ class WorkerPool:
         self._worker: _Worker | None = None
         self._starting = False  # a worker is up but has not said it is ready
         self._posted: list[Any] = []  # jobs sent ahead to the worker up now, not yet answered
+        self._exiting: list[multiprocessing.process.BaseProcess] = []  # killed, not yet joined
         self.start_s = 0.0
 
     def start(self) -> None:
@@ -127,14 +128,18 @@ class WorkerPool:
         self._starting = True
         return self._worker
 
-    def _retire(self, kill: bool) -> None:
-        if self._worker is None:
-            return
-        process, conn = self._worker.process, self._worker.conn
-        if kill and process.is_alive():
-            process.kill()
-        conn.close()
-        process.join(timeout=30)
+    def _retire(self, kill: bool, wait: bool = True) -> None:
+        """End the worker up now; `wait`: once it has exited, and every worker killed before."""
+        if self._worker is not None:
+            process, conn = self._worker.process, self._worker.conn
+            if kill and process.is_alive():
+                process.kill()
+            conn.close()
+            self._exiting.append(process)
+        if wait:
+            for process in self._exiting:
+                process.join(timeout=30)
+            self._exiting.clear()
         self._worker = None
         self._starting = False
         self._posted = []
@@ -219,8 +224,11 @@ class WorkerPool:
         self._retire(kill=True)
         raise WorkerFault(f"worker process {how} during this job")
 
-    def close(self) -> None:
-        self._retire(kill=True)
+    def close(self, wait: bool = True) -> None:
+        """Kill the worker. `wait=False` returns at once: a process with a CUDA context takes a
+        tenth of a second and more to exit (its context torn down), which a caller with other
+        work need not wait out; the next close() that waits (the pool's exit) joins it."""
+        self._retire(kill=True, wait=wait)
 
     def __enter__(self) -> WorkerPool:
         return self
