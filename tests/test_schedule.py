@@ -10,7 +10,6 @@ import pytest
 from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.matrix import ComputeCapability
 from harness.model.outcome import CellKind, Outcome, SkipReason
-from harness.pipeline import running
 from harness.pipeline.context import RunOptions
 from harness.pipeline.running import Workers
 from harness.pipeline.stages import run_target
@@ -161,50 +160,3 @@ def test_cases_are_prepared_ahead_as_far_as_the_memory_set_aside_holds():
 def test_one_fake_gpu_numbers_its_cells_zero(matrix, toolchain, compile_cache, tmp_path, gpus):
     cells, _ = _run(matrix, toolchain, compile_cache, tmp_path, gpus)
     assert {c.gpu for c in _ran(cells)} == {0}
-
-
-class _Posted:
-    """A worker pool that only records that it was told its first cases."""
-
-    def __init__(self, log: list[int], number: int):
-        self.log, self.number = log, number
-
-    def post(self, job) -> None:
-        self.log.append(self.number)
-
-
-def _kernel_of(turn_s: float):
-    class _Job:
-        expected_time = ExpectedTime(0.0, turn_s)
-
-    return [_Job()]
-
-
-@pytest.mark.parametrize(
-    ("turns", "lanes", "started"),
-    [
-        # long turns: the next kernel's worker only, then one more as each is handed out
-        ([5.0, 5.0, 5.0, 5.0], 1, [[0, 1], [2], [3], []]),
-        # after a 4 s turn on two lanes (2 s), short ones 0.25 s apart: those due within 3 s,
-        # then never more than MOST_WORKERS_AHEAD (6) beyond the one handed out
-        ([4.0] + [0.5] * 9, 2, [[0, 1, 2, 3, 4, 5], [6, 7], [8], [9], [], [], [], [], [], []]),
-    ],
-)
-def test_a_kernel_s_worker_starts_once_its_turn_is_due_within_the_lead(
-    monkeypatch, turns, lanes, started
-):
-    """A worker's start (~1.2-2 s) outlasts a short kernel's turn: the workers of the kernels
-    due within WORKER_LEAD_S start when a turn is handed out, however many that is (at most
-    MOST_WORKERS_AHEAD beyond it); a long turn starts only the next one's."""
-    posted: list[int] = []
-    groups = [_kernel_of(turn) for turn in turns]
-    pools = [_Posted(posted, number) for number in range(len(groups))]
-    monkeypatch.setattr(running, "_prepare", lambda context, group: None)
-    handing = running._Turns(None, groups, pools, lanes)
-    seen = []
-    for _ in groups:
-        before = len(posted)
-        handing.next()
-        seen.append(posted[before:])
-    assert seen == started
-    assert handing.next() is None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import os
 import tempfile
@@ -85,15 +84,10 @@ class Gpu:
         return WorkerPool(self.workers.start, self.workers.serve, setup)
 
 
-# A kernel's worker starts, and starts its first cases' host work, once the kernel's turn is
-# expected within WORKER_LEAD_S: a worker's start (its imports and CUDA context) takes ~1.2 s on
-# an H200 machine alone and ~2 s beside others starting and cases' host work, and its first
-# cases' host work up to ~1 s more, while most kernels' turns take 0.3-1.4 s. A fixed count of
-# three ahead left the short kernels at the end of a column waiting 1.8 s a lane for theirs (H200,
-# 83ba411). At least the next kernel's worker, at most MOST_WORKERS_AHEAD: each holds a CUDA
-# context and its share of the host memory set aside for cases prepared ahead.
-WORKER_LEAD_S = 3.0
-MOST_WORKERS_AHEAD = 6
+# Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.
+# A worker's start (its imports and CUDA context, ~1.2 s on an H200 machine) and its first
+# cases' host work (up to ~1 s) outlast most kernels' turns there (0.4-1.4 s).
+WORKERS_AHEAD = 4
 
 
 def start_workers(
@@ -105,8 +99,7 @@ def start_workers(
     if isinstance(devices, Unavailable):
         return {}
     host_threads = max(1, (os.cpu_count() or 1) // len(devices))
-    most_up = MOST_WORKERS_AHEAD + context.matrix.timer.lanes  # a GPU's workers up at once
-    ahead_bytes = ahead_memory() // (most_up * len(devices))
+    ahead_bytes = ahead_memory() // (WORKERS_AHEAD * len(devices))
     locks = Path(up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")))
     gpus = {}
     for device in devices:
@@ -151,7 +144,7 @@ def run_on_gpus(
             for group, pool in zip(groups, pools, strict=True):
                 if group[0].kernel.declared.preload:  # an import of seconds (torch): from now
                     pool.start()
-            turns = _Turns(context, groups, pools, min(context.matrix.timer.lanes, len(groups)))
+            turns = _Turns(context, groups, pools)
             lanes = Lanes(device.memory_bytes)
 
             def lane(number: int) -> None:
@@ -195,30 +188,13 @@ def _all_at_once(call: Callable[[T], None], each: Iterable[T]) -> None:
 
 
 class _Turns:
-    """A GPU's kernels, handed out in order to its lanes, each with its worker; as each is
-    handed out, the workers of the kernels whose turns are expected within WORKER_LEAD_S of its
-    own are told their first cases (and so start)."""
+    """A GPU's kernels, handed out in order to its lanes, each with its worker; the workers of
+    the next WORKERS_AHEAD kernels told their first cases as each is handed out."""
 
-    def __init__(
-        self,
-        context: RunContext,
-        groups: list[list[GpuJob]],
-        pools: list[WorkerPool],
-        lanes: int,
-    ):
+    def __init__(self, context: RunContext, groups: list[list[GpuJob]], pools: list[WorkerPool]):
         self._context, self._groups, self._pools = context, groups, pools
         self._next, self._prepared = 0, 0
         self._lock = threading.Lock()
-        # when each kernel's turn is expected to begin, its lanes sharing the turns before it
-        self._begins = list(
-            itertools.accumulate(
-                (
-                    sum(job.expected_time.turn_s for job in group) / max(lanes, 1)
-                    for group in groups
-                ),
-                initial=0.0,
-            )
-        )
 
     def next(self) -> tuple[list[GpuJob], WorkerPool] | None:
         with self._lock:
@@ -226,23 +202,11 @@ class _Turns:
             if index >= len(self._groups):
                 return None
             self._next += 1
-            # this kernel's worker, and those of the kernels due soon: up, preparing their cases
-            for ahead in range(self._prepared, self._lead_end(index)):
+            # this kernel's worker, and the next ones': up, and preparing their first cases
+            for ahead in range(self._prepared, min(index + WORKERS_AHEAD, len(self._groups))):
                 self._pools[ahead].post(_prepare(self._context, self._groups[ahead]))
                 self._prepared = ahead + 1
             return self._groups[index], self._pools[index]
-
-    def _lead_end(self, index: int) -> int:
-        """One past the last kernel whose worker starts as `index` is handed out."""
-        horizon = self._begins[index] + WORKER_LEAD_S
-        end = min(index + 2, len(self._groups))  # this one's and the next one's
-        while (
-            end < len(self._groups)
-            and end <= index + MOST_WORKERS_AHEAD
-            and self._begins[end] <= horizon
-        ):
-            end += 1
-        return end
 
 
 def _run_in_lane(
