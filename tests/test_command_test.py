@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -200,3 +201,36 @@ def test_kernel_trees_may_be_named_relative_to_the_working_directory(planted, tm
     )
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     assert "PASSED   planted.add_one::compile[sm_90a]" in compiled.stdout
+
+
+@pytest.mark.corpus
+def test_a_toolkit_installed_at_a_path_builds_as_its_wheels_do(matrix, tmp_path):
+    """`path:` in place of `wheels` (a runner's /usr/local/cuda-12.9, an image's toolkit) is the
+    same code: here the 13.5 wheels' folder, linked as /usr/local/cuda is to a release's, named
+    as an installed toolkit, compiles a kernel with its bin/nvcc into the binary the wheels'
+    column makes."""
+    wheels = matrix.targets["sm_90a-cuda13.5"]
+    installed = tmp_path / "cuda-13.5"
+    installed.symlink_to(find_toolchain(toolkit=wheels.toolkit).nvcc.resolve().parent.parent)
+    text = (ROOT / "matrix.yaml").read_text()
+    start = text.index('  "13.5":\n')
+    end = text.index("    base_image:", start)
+    (tmp_path / "matrix.yaml").write_text(
+        text[:start] + f'  "13.5":\n    path: {installed}\n' + text[end:]
+    )
+    at_path = load_matrix(tmp_path / "matrix.yaml").targets["sm_90a-cuda13.5"]
+    assert at_path.toolkit.path is not None and not at_path.toolkit.wheels
+    identities = []
+    for target in (wheels, at_path):
+        toolchain = find_toolchain(toolkit=target.toolkit)
+        assert toolchain.release == "13.5"
+        run = tmp_path / f"run-{len(identities)}"  # a cache of its own: nvcc runs for each
+        options = dataclasses.replace(
+            _options(target, ROOT / "kernels", run, run / "cache"), select="block_reduce"
+        )
+        result = compile_target(matrix, options, toolchain)
+        (cell,) = [c for c in result.cells if c.kind is CellKind.COMPILE]
+        assert cell.outcome is Outcome.PASSED and not cell.compile.cached, cell.message
+        assert cell.detail.startswith(f"{toolchain.nvcc} "), cell.detail[:200]
+        identities.append(cell.compile.code_identity)
+    assert identities[0] == identities[1]
