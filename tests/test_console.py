@@ -86,6 +86,10 @@ def test_the_time_line_says_what_the_cases_cost_beyond_their_own_time():
         "time: wall 6.0 s; compile 0.0 s; setup 1.0 s, reference 0.5 s, verify 0.2 s, "
         "timing 2.0 s; waited on workers 4.2 s (0.8 s beyond the cases' own)"
     )
+    report.cells[1].worker_start_s = 0.375  # the first case of its worker waited for it to start
+    assert time_split(report).endswith(
+        "(0.8 s beyond the cases' own, 0.4 s of it for workers to start)"
+    )
     report.cells = [case("n1", 1.5, 0.0)]  # a run that waited on no worker says nothing of it
     assert time_split(report).endswith("timing 1.0 s")
 

@@ -191,7 +191,12 @@ def time_split(report: Report) -> str:
     ]
     if waited:  # what the cases cost beyond their own time: the pipe, the workers' bookkeeping
         total, own = sum(w for w, _ in waited), sum(s for _, s in waited)
-        said += f"; waited on workers {total:.1f} s ({total - own:.1f} s beyond the cases' own)"
+        beyond = f"{total - own:.1f} s beyond the cases' own"
+        # of that, the waits for a worker still starting (its imports, CUDA context, setup)
+        starting = sum(cell.worker_start_s or 0.0 for cell in report.cells if cell.stages)
+        if starting:
+            beyond += f", {starting:.1f} s of it for workers to start"
+        said += f"; waited on workers {total:.1f} s ({beyond})"
     host = sum(s.host_wait_s for s in stages)
     gpu = sum(s.gpu_wait_s for s in stages)
     if host or gpu:  # within the workers: what the cases' own seconds waited for
