@@ -32,6 +32,14 @@ def test_a_case_whose_buffers_exceed_the_device_memory_is_device_unsupported():
     )
 
 
+def test_scratch_counts_twice_its_size_the_copy_each_run_starts_from_too():
+    scratch = np.broadcast_to(np.zeros(1, np.float32), (600_000_000,))  # 2.24 GiB, never made
+    problem = Problem(inputs={}, outputs={"y": np.empty(4, np.float32)}, launches=())
+    check_fits(replace(problem, scratch={"s": scratch[:400_000_000]}), SMALL)  # 2 x 1.49 GiB
+    with pytest.raises(DeviceUnsupported, match=r"need 4\.47 GiB"):
+        check_fits(replace(problem, scratch={"s": scratch}), SMALL)
+
+
 @pytest.mark.parametrize("memory_bytes", [141 * 2**30, None])
 def test_a_case_that_fits_or_a_device_that_does_not_say_is_not_refused(memory_bytes):
     check_fits(_problem(), replace(SMALL, memory_bytes=memory_bytes))

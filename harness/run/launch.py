@@ -243,10 +243,12 @@ class Unlaunchable(ValueError):
 
 
 def check_fits(problem: Problem, info: DeviceInfo) -> None:
-    """DeviceUnsupported, with the figures, when the problem's buffers need more than the
-    device's global memory: this GPU cannot run the case, a larger one can."""
+    """DeviceUnsupported, with the figures, when the problem's buffers (and the scratch's copy
+    each run starts from) need more than the device's global memory: this GPU cannot run the
+    case, a larger one can."""
     arrays = [*problem.inputs.values(), *problem.outputs.values(), *problem.scratch.values()]
     needed = sum(int(getattr(array, "nbytes", 0)) + 2 * GUARD_BYTES for array in arrays)
+    needed += sum(int(getattr(array, "nbytes", 0)) for array in problem.scratch.values())
     if info.memory_bytes is not None and needed > info.memory_bytes:
         raise DeviceUnsupported(
             f"its buffers (inputs, outputs, scratch) need {needed / 2**30:.2f} GiB of device "
@@ -287,6 +289,9 @@ class Workspace:
         self._textures: dict[Texture, object] = {}  # cuda.core's TextureObject, by spec
         self._surfaces: dict[Surface, object] = {}  # cuda.core's SurfaceObject, by spec
         self._arrays: dict[str, Any] = {}  # cuda.core's OpaqueArray, by the buffer it holds
+        # each scratch buffer's contents as setup() gave them, on the device: a run's reset is a
+        # copy the stream runs, with no wait for the host (an upload from pageable memory waits)
+        self._scratch_given: dict[str, Buffer] = {}
         self._array_kinds = dict(cuda_arrays(problem))  # "texture" or "surface", by buffer
         try:
             self._make(module, problem)
@@ -325,6 +330,7 @@ class Workspace:
                 self.guards[f"{name}:{side}"] = (guard, size)
         for name, array in problem.inputs.items():
             self._upload(name, array)
+        self._keep_scratch(problem)
         self.module = module
         self._write_constants(problem)
         self.poison_outputs()
@@ -345,6 +351,18 @@ class Workspace:
         self._allocations[name] = whole
         self.buffers[name] = Buffer.from_handle(start, max(nbytes, 1), owner=whole)
 
+    def _keep_scratch(self, problem: Problem) -> None:
+        """The problem's scratch as given, copied into device memory of its own."""
+        for name, array in problem.scratch.items():
+            if not array.nbytes:
+                continue
+            if name not in self._scratch_given:
+                self._scratch_given[name] = self.device.allocate(array.nbytes, stream=self.stream)
+            data = np.ascontiguousarray(array)
+            kept = int(self._scratch_given[name].handle)
+            check(driver.cuMemcpyHtoDAsync(kept, data.ctypes.data, data.nbytes, self.stream.handle))
+            self.stream.sync()  # `data` may be a temporary: finish before it is freed
+
     def refill(self, problem: Problem) -> bool:
         """Take `problem`'s inputs and scratch into these very buffers (the kernel sees the same
         addresses, new data) and poison the outputs again; False, changing nothing, when its
@@ -354,6 +372,7 @@ class Workspace:
         self.problem = problem
         for name, array in problem.inputs.items():
             self._upload(name, array)
+        self._keep_scratch(problem)
         for name in self._arrays:  # a texture or surface over a CUDA array reads its copy
             self._fill_array(name)
         self._write_constants(problem)
@@ -648,9 +667,11 @@ class Workspace:
         )
 
     def reset_scratch(self) -> None:
-        """Before every run: the scratch as given, the accumulated outputs zero."""
-        for name, array in self.problem.scratch.items():
-            self._upload(name, array)
+        """Before every run: the scratch as given, the accumulated outputs zero. Only enqueued:
+        the timer calls it before every sample."""
+        for name, given in self._scratch_given.items():
+            into = int(self.buffers[name].handle)
+            check(driver.cuMemcpyDtoDAsync(into, int(given.handle), given.size, self.stream.handle))
         self.reset_accumulated()
 
     def reset_accumulated(self) -> None:
@@ -728,9 +749,10 @@ class Workspace:
         self._arrays.clear()
         self.buffers.clear()
         self.guards.clear()
-        for whole in self._allocations.values():
+        for whole in (*self._allocations.values(), *self._scratch_given.values()):
             whole.close(self.stream)
         self._allocations.clear()
+        self._scratch_given.clear()
 
 
 def largest_array(device: Device, kind: str, dims: int) -> list[list[int]]:
