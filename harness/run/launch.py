@@ -248,10 +248,12 @@ def check_fits(problem: Problem, info: DeviceInfo) -> None:
     case, a larger one can."""
     arrays = [*problem.inputs.values(), *problem.outputs.values(), *problem.scratch.values()]
     needed = sum(int(getattr(array, "nbytes", 0)) + 2 * GUARD_BYTES for array in arrays)
-    needed += sum(int(getattr(array, "nbytes", 0)) for array in problem.scratch.values())
+    scratch = sum(int(getattr(array, "nbytes", 0)) for array in problem.scratch.values())
+    needed += scratch
+    copy = " and the copy of the scratch each run starts from" if scratch else ""
     if info.memory_bytes is not None and needed > info.memory_bytes:
         raise DeviceUnsupported(
-            f"its buffers (inputs, outputs, scratch) need {needed / 2**30:.2f} GiB of device "
+            f"its buffers (inputs, outputs, scratch{copy}) need {needed / 2**30:.2f} GiB of device "
             f"memory; {info.name} has {info.memory_bytes / 2**30:.2f} GiB"
         )
 
@@ -358,10 +360,7 @@ class Workspace:
                 continue
             if name not in self._scratch_given:
                 self._scratch_given[name] = self.device.allocate(array.nbytes, stream=self.stream)
-            data = np.ascontiguousarray(array)
-            kept = int(self._scratch_given[name].handle)
-            check(driver.cuMemcpyHtoDAsync(kept, data.ctypes.data, data.nbytes, self.stream.handle))
-            self.stream.sync()  # `data` may be a temporary: finish before it is freed
+            self._copy_in(self._scratch_given[name], array)
 
     def refill(self, problem: Problem) -> bool:
         """Take `problem`'s inputs and scratch into these very buffers (the kernel sees the same
@@ -397,10 +396,13 @@ class Workspace:
         self.stream.sync()  # the host array may go once this returns
 
     def _upload(self, name: str, array: np.ndarray) -> None:
+        self._copy_in(self.buffers[name], array)
+
+    def _copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
         data = np.ascontiguousarray(array)
         check(
             driver.cuMemcpyHtoDAsync(
-                int(self.buffers[name].handle), data.ctypes.data, data.nbytes, self.stream.handle
+                int(buffer.handle), data.ctypes.data, data.nbytes, self.stream.handle
             )
         )
         self.stream.sync()  # `data` may be a temporary: finish before it is freed
