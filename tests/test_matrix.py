@@ -370,6 +370,34 @@ def test_a_matrix_without_lanes_reads_the_default(tmp_path):
     assert load_matrix(_written(tmp_path, without + "\n")).timer.lanes == 2
 
 
+def test_a_matrix_without_the_median_rule_reads_its_defaults(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text()
+    without = "\n".join(line for line in text.splitlines() if not line.startswith("  median_"))
+    timer = load_matrix(_written(tmp_path, without + "\n")).timer
+    assert (timer.median_within_pct, timer.median_min_samples) == (0.2, 100)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("  median_within_pct: 0", "timing.median_within_pct: expected a finite positive number"),
+        ("  median_within_pct: 101", "timing.median_within_pct: expected at most 100"),
+        ("  median_min_samples: 2.5", "timing.median_min_samples: expected a int, got '2.5'"),
+    ],
+)
+def test_a_median_rule_value_that_cannot_be_is_named_at_its_line(tmp_path, line, said):
+    key = line.split(":")[0]
+    text = "\n".join(
+        line if row.startswith(key + ":") else row
+        for row in (ROOT / "matrix.yaml").read_text().splitlines()
+    )
+    path = _written(tmp_path, text + "\n")
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    number = text.splitlines().index(line) + 1
+    assert f"{path}:{number}" in str(raised.value) and said in str(raised.value)
+
+
 def test_each_toolkit_of_a_target_is_a_column_named_after_it(matrix):
     """The first toolkit keeps the target's names; each other one's column, sessions, image,
     reports and GitHub jobs carry its suffix, so nothing mixes the two."""

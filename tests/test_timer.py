@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import statistics
 
 import pytest
@@ -97,6 +98,29 @@ def test_noisy_samples_run_to_max_samples_and_say_so():
     )
     assert len(timing.samples_us) == 50 and timing.noise_pct > DEFAULTS.noise_target_pct
     assert timing.noise_pct > 5
+
+
+def test_a_median_known_within_its_precision_stops_samples_that_scatter():
+    """One sample in four 30 % slow: the noise never falls to its target, but from 30 samples
+    the median's interval is a single value, and sampling stops there, not at max_samples."""
+    settings = dataclasses.replace(DEFAULTS, max_samples=500, median_min_samples=30)
+    scattered = [1.0, 1.0, 1.0, 1.3] * 200
+    timing = measure(
+        lambda: None, lambda: None, FakeStream(scattered), FakeBuffer(), FakeGate(), settings
+    )
+    assert len(timing.samples_us) == 30 and timing.noise_pct > settings.noise_target_pct
+    assert timing.median_us == pytest.approx(1000.0)
+
+
+def test_a_median_not_yet_known_within_its_precision_samples_on():
+    """Half the samples 20 % slow: the median's interval spans both values whatever the count,
+    so sampling runs to max_samples."""
+    settings = dataclasses.replace(DEFAULTS, max_samples=80, median_min_samples=10)
+    alternating = [1.0, 1.2] * 100
+    timing = measure(
+        lambda: None, lambda: None, FakeStream(alternating), FakeBuffer(), FakeGate(), settings
+    )
+    assert len(timing.samples_us) == 80
 
 
 def test_budget_stops_a_slow_case():

@@ -15,7 +15,6 @@ from harness.model.outcome import CellKind, Outcome
 from harness.report.verdict import (
     BaseTiming,
     judge,
-    median_interval,
     threshold_pct,
     unconfirmed,
 )
@@ -38,13 +37,6 @@ def _timed(samples, shared_gpu: str | None = None) -> Cell:
 def _around(median_us: float, spread: float = 0.002, seed: int = 7) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return median_us * (1 + spread * rng.standard_normal(40))
-
-
-def test_the_median_interval_is_the_exact_binomial_one():
-    ordered = np.arange(100.0, 110.0)  # 10 samples: x(2)..x(9), 97.9 % coverage
-    assert median_interval(np.random.default_rng(1).permutation(ordered)) == (101.0, 108.0)
-    assert median_interval(np.arange(50.0)) == (17.0, 32.0)  # the tables' ranks 18 and 33
-    assert median_interval(np.array([5.0, 1.0, 3.0])) == (1.0, 5.0)  # too few: the range
 
 
 def test_the_threshold_is_relative_with_an_absolute_floor():

@@ -138,6 +138,10 @@ class TimerSettings:
     # kernels whose cases are in flight on one GPU at once (harness.run.lanes): their timings
     # never overlap; one's host checks overlap another's timing
     lanes: int = 2
+    # sampling also stops once the median's interval (harness.model.median) lies within this
+    # much of it, from median_min_samples samples on
+    median_within_pct: float = 0.2
+    median_min_samples: int = 100
 
 
 @dataclass(frozen=True)
@@ -443,7 +447,7 @@ def load_matrix(path: Path) -> Matrix:
             "budget_s",
             "case_timeout_s",
         },
-        frozenset({"lanes"}),
+        frozenset({"lanes", "median_within_pct", "median_min_samples"}),
     )
     timing = TimerSettings(
         warmup_runs=reader.scalar(timing_fields["warmup_runs"], "timing.warmup_runs", int),
@@ -459,6 +463,16 @@ def load_matrix(path: Path) -> Matrix:
         lanes=reader.scalar(timing_fields["lanes"], "timing.lanes", int, MOST_LANES)
         if "lanes" in timing_fields
         else TimerSettings.lanes,
+        median_within_pct=reader.scalar(
+            timing_fields["median_within_pct"], "timing.median_within_pct", float, 100.0
+        )
+        if "median_within_pct" in timing_fields
+        else TimerSettings.median_within_pct,
+        median_min_samples=reader.scalar(
+            timing_fields["median_min_samples"], "timing.median_min_samples", int
+        )
+        if "median_min_samples" in timing_fields
+        else TimerSettings.median_min_samples,
     )
     if timing.max_samples < timing.min_samples:
         raise reader.fail(top["timing"], "timing: max_samples is below min_samples")

@@ -14,14 +14,13 @@ unconfirmed (`unconfirmed`).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.model.cell import Cell, CompileFacts, Judgement, Timing
+from harness.model.median import median_interval
 
 # What an unchanged binary moves from one H200 to another, measured on the reports of six
 # machines (docs/reports/h200's top level then, GPU-e114c679's, and fleet/GPU-0409ee10,
@@ -35,7 +34,6 @@ from harness.model.cell import Cell, CompileFacts, Judgement, Timing
 # RELATIVE_PCT and beyond FLOOR_US.
 RELATIVE_PCT = 6.0
 FLOOR_US = 1.5
-CONFIDENCE = 0.95
 # A/B on one GPU (harness ab): what the paired ratio of identical code shows, by time scale:
 # (cases below this many us, threshold %), and an absolute floor a change must also exceed.
 # Calibrated on the H200 by 11,149 A/A comparisons (docs/reports/h200/aa): below 20 us no
@@ -79,26 +77,6 @@ def threshold_pct(median_us: float) -> float:
     absolute floor where that is larger (a 5 us case may move by 0.9 us from one machine to
     another)."""
     return max(RELATIVE_PCT, 100.0 * FLOOR_US / median_us)
-
-
-def median_interval(samples: Sequence[float]) -> tuple[float, float]:
-    """A distribution-free interval for a run's median, by the order statistics whose ranks the
-    binomial(n, 1/2) count of samples below the median reaches with CONFIDENCE. It assumes
-    nothing of the timing's distribution (skewed, with outliers); with 5 samples or fewer no
-    such ranks exist and it is the samples' whole range."""
-    ordered = sorted(samples)
-    cut = _order_cut(len(ordered))
-    return float(ordered[cut]), float(ordered[len(ordered) - 1 - cut])
-
-
-@functools.lru_cache(maxsize=1024)
-def _order_cut(n: int) -> int:
-    """How many order statistics median_interval leaves out at each end of n samples."""
-    tail, below = 0.0, 0  # P(count <= below - 1), and how many order statistics it excludes
-    while below < n // 2 and tail + math.comb(n, below) / 2**n <= (1.0 - CONFIDENCE) / 2.0:
-        tail += math.comb(n, below) / 2**n
-        below += 1
-    return max(below - 1, 0)
 
 
 def ratio_interval(current: Sequence[float], baseline: Sequence[float]) -> tuple[float, float]:

@@ -4,8 +4,12 @@ Each sample is preceded by a memset over a buffer at least as large as the devic
 every run reads its inputs from DRAM as a real first call would. The stream is held at a gate
 while the flush, the events and the run are enqueued, and released once all are, so the host's
 launch overhead (large for a library called from Python) never sits inside the timed interval.
-Sampling stops once the relative noise is under the target with enough samples, or when the
-case's wall-time budget is spent.
+Sampling stops once the relative noise is under the target with enough samples (NVBench's
+rule), once the median is known well enough (its distribution-free 95 % interval, the one
+verdicts judge by, within `median_within_pct` of it, from `median_min_samples` on), or when the
+case's wall-time budget is spent. The second rule is ours: a small kernel's samples scatter by
+a few % however many are taken, so NVBench's rule alone runs it to max_samples, long after its
+median stopped moving.
 
 Throttling is detected as NVBench does it: a probe kernel records %globaltimer and clock64 on
 SM 0 just before and just after each sample, their ratio is the SM clock over that sample, and a
@@ -16,6 +20,7 @@ GPU that never recovers still gets timed, its low clock on the record.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import ctypes
 import statistics
@@ -27,6 +32,7 @@ from cuda.core import Buffer, EventOptions, Stream
 
 from harness.model.cell import Timing
 from harness.model.matrix import TimerSettings
+from harness.model.median import median_known
 from harness.run.checked import check
 
 THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold
@@ -81,6 +87,31 @@ class RunningNoise:
         if self.count < 2 or self._mean == 0.0:
             return float("inf")
         return float(100.0 * (self._squares / (self.count - 1)) ** 0.5 / abs(self._mean))
+
+
+class StopRule:
+    """Whether the samples so far are enough, asked after each: max_samples of them; or, from
+    min_samples on, a relative noise at most noise_target_pct (NVBench's rule); or, from
+    median_min_samples on, the median known within median_within_pct (harness.model.median).
+    The wall-time budget is measure()'s, not a property of the samples."""
+
+    def __init__(self, settings: TimerSettings) -> None:
+        self.settings = settings
+        self.noise = RunningNoise()
+        self.ordered: list[float] = []  # the samples ascending, kept so as each comes
+
+    def enough(self, sample_us: float) -> bool:
+        settings, count = self.settings, self.noise.count + 1
+        self.noise.add(sample_us)
+        bisect.insort(self.ordered, sample_us)
+        return (
+            count >= settings.max_samples
+            or (count >= settings.min_samples and self.noise.pct() <= settings.noise_target_pct)
+            or (
+                count >= settings.median_min_samples
+                and median_known(self.ordered, settings.median_within_pct)
+            )
+        )
 
 
 class StreamGate:
@@ -247,11 +278,11 @@ def measure(
     stream.sync()
     sampler = ColdSampler(stream, flush, gate, probe)
     samples: list[float] = []
-    noise = RunningNoise()
+    stop = StopRule(defaults)
     clocks: list[float] = []
     queued: list[float] = []
     throttled = 0
-    while len(samples) < defaults.max_samples:
+    while True:
         sample_us = sampler.sample(run, before_each)
         if sampler.queued_us is not None:
             queued.append(sampler.queued_us)
@@ -265,9 +296,7 @@ def measure(
                 continue
             clocks.append(clock)
         samples.append(sample_us)
-        noise.add(samples[-1])
-        enough = len(samples) >= defaults.min_samples
-        if enough and noise.pct() <= defaults.noise_target_pct:
+        if stop.enough(sample_us):
             break
         if spent > defaults.budget_s and len(samples) >= 2:
             break
