@@ -9,8 +9,10 @@ Every run writes its reports into one folder, `<out>/reports`, each replacing th
 README's command replaces `reports/` (a run orders its cases by what they took in the report it
 replaces: a warm run is one that has that report), and copies them to `<out>/<lanes>-<n>/`;
 `<out>/column.md` and `column.json` hold, per run, the command's wall time, the report's own,
-the cells' outcomes and the harness's stage split (harness.pipeline.console.time_split). A run's
-matrix is matrix.yaml with only `timing.lanes` changed, written beside its copy.
+the cells' outcomes, the timed cells' samples and timing loops (their `timing.wall_s` summed:
+the time the GPU was held alone for timing) and the harness's stage split
+(harness.pipeline.console.time_split). A run's matrix is matrix.yaml with only `timing.lanes`
+changed, written beside its copy.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class ColumnRun:
     report_wall_s: float  # the harness's own (the report's wall_s)
     outcomes: dict[str, int]
     time_split: str
+    samples: int  # the timed cells' samples, all told
+    timing_loops_s: float  # the timed cells' timing.wall_s, summed: the GPU held alone
 
 
 def with_lanes(matrix_text: str, lanes: int) -> str:
@@ -70,6 +74,7 @@ def one_run(session: str, target: str, lanes: int, run: int, out: Path) -> Colum
     for name in (f"junit-{target}.json", f"junit-{target}.xml"):
         shutil.copyfile(reports / name, folder / name)
     report = report_from_json(json.loads((folder / f"junit-{target}.json").read_text()), folder)
+    timings = [cell.timing for cell in report.cells if cell.timing is not None]
     return ColumnRun(
         lanes,
         run,
@@ -77,20 +82,22 @@ def one_run(session: str, target: str, lanes: int, run: int, out: Path) -> Colum
         float(report.wall_s or 0.0),
         dict(Counter(cell.outcome.value for cell in report.cells)),
         time_split(report),
+        sum(len(timing.samples_us) for timing in timings),
+        round(sum(timing.wall_s for timing in timings), 3),
     )
 
 
 def table(runs: Sequence[ColumnRun]) -> list[str]:
     lines = [
-        "| lanes | run | nox wall | harness wall | cells | time split |",
-        "|---|---|---|---|---|---|",
+        "| lanes | run | nox wall | harness wall | cells | samples | timing loops | time split |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         cells = ", ".join(f"{n} {o}" for o, n in sorted(r.outcomes.items()))
         which = "cold" if r.run == 0 else f"warm {r.run}"
         lines.append(
             f"| {r.lanes} | {which} | {r.command_s:.1f} s | {r.report_wall_s:.1f} s | {cells} | "
-            f"{r.time_split.removeprefix('time: ')} |"
+            f"{r.samples:,} | {r.timing_loops_s:.2f} s | {r.time_split.removeprefix('time: ')} |"
         )
     for lanes in sorted({r.lanes for r in runs}):
         warm = [r.command_s for r in runs if r.lanes == lanes and r.run > 0]

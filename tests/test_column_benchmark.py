@@ -4,11 +4,13 @@ timing.lanes changed) and its table; the runs themselves are the H200's (docs/re
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from harness.model.codec import report_from_json
 from harness.model.matrix import load_matrix
 from tests.conftest import ROOT
 
@@ -32,13 +34,17 @@ def test_the_matrix_of_a_run_changes_timing_lanes_only(tmp_path):
 
 def test_the_table_names_cold_and_warm_runs_and_each_settings_warm_median():
     runs = [
-        column.ColumnRun(2, 0, 30.0, 28.0, {"passed": 151, "skipped": 4}, "time: wall 28.0 s"),
-        column.ColumnRun(1, 1, 27.0, 25.0, {"passed": 151}, "time: wall 25.0 s"),
-        column.ColumnRun(2, 1, 17.0, 15.0, {"passed": 151}, "time: wall 15.0 s"),
-        column.ColumnRun(2, 2, 19.0, 16.0, {"passed": 151}, "time: wall 16.0 s"),
+        column.ColumnRun(
+            2, 0, 30.0, 28.0, {"passed": 151, "skipped": 4}, "time: wall 28.0 s", 24700, 4.26
+        ),
+        column.ColumnRun(1, 1, 27.0, 25.0, {"passed": 151}, "time: wall 25.0 s", 1, 0.1),
+        column.ColumnRun(2, 1, 17.0, 15.0, {"passed": 151}, "time: wall 15.0 s", 1, 0.1),
+        column.ColumnRun(2, 2, 19.0, 16.0, {"passed": 151}, "time: wall 16.0 s", 1, 0.1),
     ]
     lines = column.table(runs)
-    assert lines[2].startswith("| 2 | cold | 30.0 s | 28.0 s | 151 passed, 4 skipped |")
+    assert lines[2] == (
+        "| 2 | cold | 30.0 s | 28.0 s | 151 passed, 4 skipped | 24,700 | 4.26 s | wall 28.0 s |"
+    )
     assert "lanes 2: warm nox wall median 18.0 s" in "\n".join(lines)
     assert "lanes 1: warm nox wall median 27.0 s" in "\n".join(lines)
 
@@ -77,3 +83,10 @@ def test_each_run_replaces_the_last_one_s_reports_as_the_readme_s_command_does(
         kept / "junit-sm_90a.xml"
     ).read_bytes()
     assert first.outcomes["passed"] > 0
+    timed = [
+        c.timing
+        for c in report_from_json(json.loads((kept / "junit-sm_90a.json").read_text()), kept).cells
+        if c.timing
+    ]
+    assert first.samples == sum(len(t.samples_us) for t in timed) > 0
+    assert first.timing_loops_s == round(sum(t.wall_s for t in timed), 3) > 0
