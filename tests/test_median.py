@@ -1,10 +1,13 @@
 """The median's distribution-free interval, which verdicts judge by and the timer stops on."""
 
-import math
-
 import numpy as np
 
-from harness.model.median import median_interval, sorted_median, sorted_median_interval
+from harness.model.median import (
+    EXACT_BELOW,
+    median_interval,
+    sorted_median,
+    sorted_median_interval,
+)
 
 
 def test_the_median_interval_is_the_exact_binomial_one():
@@ -24,14 +27,21 @@ def test_sorted_samples_give_the_same_median_and_interval_without_a_sort():
 
 def _exact_cut(n: int) -> int:
     """The order statistics left out at each end, from the binomial CDF in exact integers."""
-    tail, below = 0, 0  # 2**n times P(count <= below - 1)
-    while below < n // 2 and 40 * (tail + math.comb(n, below)) <= 2**n:  # CDF <= 0.025
-        tail += math.comb(n, below)
+    tail, term, below = 0, 1, 0  # 2**n times P(count <= below - 1); comb(n, below)
+    while below < n // 2 and 40 * (tail + term) <= 2**n:  # CDF <= 0.025
+        tail += term
+        term = term * (n - below) // (below + 1)
         below += 1
     return max(below - 1, 0)
 
 
 def test_the_interval_leaves_out_the_exact_binomial_ranks_at_every_count():
-    for n in [*range(1, 700), 1023, 1024, 1025, 5000]:
+    for n in [*range(1, 700), 1023, 1024, 1025, EXACT_BELOW - 1]:
         ordered = list(range(n))
         assert sorted_median_interval(ordered) == (_exact_cut(n), n - 1 - _exact_cut(n)), n
+
+
+def test_past_the_exact_table_the_cut_is_within_a_rank_of_the_exact_one():
+    for n in (EXACT_BELOW, 5000, 20011):
+        low, high = sorted_median_interval(list(range(n)))
+        assert abs(low - _exact_cut(n)) <= 1 and high == n - 1 - low, n

@@ -5,11 +5,16 @@ enough to stop sampling (harness.run.timer)."""
 from __future__ import annotations
 
 import functools
+import math
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
 
 CONFIDENCE = 0.95
+# Sample counts below this get the exact cut from a table of binomial CDFs (4096 rows: ~0.1 s
+# once); the table's cost grows with the square of its size.
+EXACT_BELOW = 4096
 
 
 def median_interval(samples: Sequence[float]) -> tuple[float, float]:
@@ -46,15 +51,18 @@ def median_known(ordered: Sequence[float], within_pct: float) -> bool:
 def _order_cut(n: int) -> int:
     """How many order statistics median_interval leaves out at each end of n samples: one less
     than the count of ranks k below n // 2 whose binomial(n, 1/2) CDF is at most half of
-    1 - CONFIDENCE (none: 0)."""
-    cuts = _order_cuts(1 << max(n, 1).bit_length())  # sizes by powers of two: few tables
-    return cuts[n]
+    1 - CONFIDENCE (none: 0). Exact below EXACT_BELOW samples; from there on, the binomial's
+    normal approximation (with continuity correction), within a rank of the exact cut."""
+    if n < EXACT_BELOW:
+        return _order_cuts(1 << max(n, 1).bit_length())[n]  # tables by powers of two: few
+    z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - CONFIDENCE) / 2.0)
+    return math.floor(n / 2.0 - 0.5 - z * math.sqrt(n) / 2.0)
 
 
 @functools.lru_cache(maxsize=8)
 def _order_cuts(size: int) -> tuple[int, ...]:
     """_order_cut of every n below `size`, from the binomial(n, 1/2) CDFs row by row
-    (F(n + 1, k) = (F(n, k) + F(n, k - 1)) / 2), a few ms for thousands of n. The timer asks
+    (F(n + 1, k) = (F(n, k) + F(n, k - 1)) / 2), a few ms for a thousand n. The timer asks
     after every sample, each time of one more: the CDF summed afresh for each n (exact
     integers) cost it hundreds of microseconds a sample."""
     cdf = np.ones(size)  # F(0, k) for k = 0..size-1
