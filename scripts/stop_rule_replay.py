@@ -2,7 +2,7 @@
 would have done to kept runs: each timed cell's samples replayed in the order they were taken,
 stopped where the rule says, and the median so reached set against the whole run's.
 
-    python scripts/stop_rule_replay.py docs/reports/h200/column/runs/*/junit-sm_90a.json.gz
+    python scripts/stop_rule_replay.py docs/reports/h200/column/stop-rule/old-*.json.gz
 
 By duration band, it prints how many of the samples the rule keeps and how far its medians fall
 from the recorded ones (p50, p99, largest). Given several runs, it prints beside that how far
@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from harness.model.cell import Report  # noqa: E402
 from harness.model.codec import report_from_json  # noqa: E402
-from harness.model.matrix import TimerSettings, load_matrix  # noqa: E402
+from harness.model.errors import ReportError  # noqa: E402
+from harness.model.matrix import MatrixError, TimerSettings, load_matrix  # noqa: E402
 from harness.run.timer import StopRule  # noqa: E402
 
 BANDS_US = ((20.0, "below 20 us"), (float("inf"), "20 us and up"))
@@ -46,8 +47,14 @@ class Replayed:
 
 
 def read_report(path: Path) -> Report:
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    return report_from_json(json.loads(raw), path)
+    """The report at `path`; SystemExit naming it where it is missing or not a report."""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return report_from_json(json.loads(raw), path)
+    except ReportError as error:  # its message names the file
+        raise SystemExit(f"stop_rule_replay: {error}") from error
+    except (OSError, ValueError) as error:  # missing, not gzip, not JSON
+        raise SystemExit(f"stop_rule_replay: {path}: not a readable report ({error})") from error
 
 
 def replay(report: Report, settings: TimerSettings) -> list[Replayed]:
@@ -128,7 +135,10 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("reports", type=Path, nargs="+", help="report JSON, .json or .json.gz")
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
     args = parser.parse_args(argv)
-    settings = load_matrix(args.matrix).timer
+    try:
+        settings = load_matrix(args.matrix).timer
+    except MatrixError as error:  # its message says file:line
+        raise SystemExit(f"stop_rule_replay: {error}") from error
     reports = [read_report(path) for path in args.reports]
     replays = [one for report in reports for one in replay(report, settings)]
     print(

@@ -398,6 +398,24 @@ def test_a_median_rule_value_that_cannot_be_is_named_at_its_line(tmp_path, line,
     assert f"{path}:{number}" in str(raised.value) and said in str(raised.value)
 
 
+def test_a_median_rule_that_could_never_stop_sampling_is_refused(tmp_path):
+    text = (
+        (ROOT / "matrix.yaml")
+        .read_text()
+        .replace("  median_min_samples: 100", "  median_min_samples: 501")
+    )
+    path = _written(tmp_path, text)
+    with pytest.raises(MatrixError, match="median_min_samples is above max_samples") as raised:
+        load_matrix(path)
+    line = text.splitlines().index("  median_min_samples: 501") + 1
+    assert f"{path}:{line}" in str(raised.value)
+    # left out, the rule's default never refuses a matrix of fewer samples: it just never applies
+    without = "\n".join(
+        row for row in text.splitlines() if not row.startswith("  median_")
+    ).replace("  max_samples: 500", "  max_samples: 50")
+    assert load_matrix(_written(tmp_path, without + "\n")).timer.max_samples == 50
+
+
 def test_each_toolkit_of_a_target_is_a_column_named_after_it(matrix):
     """The first toolkit keeps the target's names; each other one's column, sessions, image,
     reports and GitHub jobs carry its suffix, so nothing mixes the two."""

@@ -10,6 +10,8 @@ import json
 import statistics
 import sys
 
+import pytest
+
 from harness.model.codec import report_json
 from harness.model.matrix import load_matrix
 from tests.conftest import ROOT
@@ -63,3 +65,18 @@ def test_the_spread_is_each_runs_median_against_the_runs_median():
         "20 us and up: the runs' medians differ from their median by 1.000 % (p50), "
         "1.000 % (p90), 1.000 % (p99)"
     ]
+
+
+def test_a_missing_or_broken_report_is_named_not_a_traceback(tmp_path):
+    broken = tmp_path / "junit-sm_90a.json.gz"
+    broken.write_bytes(b"not gzip")
+    other = tmp_path / "other.json"
+    other.write_text('{"schema_version": "0.1"}')
+    for path, said in (
+        (tmp_path / "gone.json", "not a readable report"),
+        (broken, "not a readable report"),
+        (other, ""),  # the codec's own message, which names the file
+    ):
+        with pytest.raises(SystemExit) as raised:
+            replay.main([str(path)])
+        assert f"stop_rule_replay: {path}" in str(raised.value) and said in str(raised.value)

@@ -476,6 +476,13 @@ def load_matrix(path: Path) -> Matrix:
     )
     if timing.max_samples < timing.min_samples:
         raise reader.fail(top["timing"], "timing: max_samples is below min_samples")
+    # A matrix that leaves the median rule out keeps its max_samples, whatever the default
+    if "median_min_samples" in timing_fields and timing.median_min_samples > timing.max_samples:
+        raise reader.fail(
+            timing_fields["median_min_samples"],
+            "timing: median_min_samples is above max_samples: the median rule would never stop "
+            "sampling",
+        )
 
     devices = {}
     for name, node in reader.entries(top["devices"], "devices").items():
