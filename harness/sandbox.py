@@ -59,11 +59,13 @@ class SandboxUnavailable(Exception):
 class Confinement:
     """What a confined process may do with files. `readable`: the trees it may read (None:
     every file); `writable`: the trees it may write in (create, change, remove); `read_only`:
-    trees inside `writable` it may still read but not write."""
+    trees inside `writable` it may still read but not write; `own`: trees it may write even
+    inside a `read_only` one (a worker's folder for what it offers to the cache)."""
 
     readable: tuple[Path, ...] | None
     writable: tuple[Path, ...]
     read_only: tuple[Path, ...] = ()
+    own: tuple[Path, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -71,6 +73,7 @@ class Confinement:
                 "readable": None if self.readable is None else [str(p) for p in self.readable],
                 "writable": [str(p) for p in self.writable],
                 "read_only": [str(p) for p in self.read_only],
+                "own": [str(p) for p in self.own],
             }
         )
 
@@ -82,6 +85,7 @@ class Confinement:
             readable=None if readable is None else tuple(map(Path, readable)),
             writable=tuple(map(Path, data["writable"])),
             read_only=tuple(map(Path, data.get("read_only", ()))),
+            own=tuple(map(Path, data.get("own", ()))),
         )
 
 
@@ -230,6 +234,9 @@ def confine(confinement: Confinement) -> None:
                 _add_rule(libc, ruleset, path, write | _READ_FILE)
         for root in confinement.read_only:  # carved out of the writes, not of the reads
             _add_rule(libc, ruleset, _real(root), _READ_FILE)
+        for root in confinement.own:  # a rule of its own: Landlock grants what any rule does
+            if os.path.exists(root):
+                _add_rule(libc, ruleset, _real(root), write | _READ_FILE)
         # Its own /proc entry, resolved now to this process's id: the CUDA driver names each
         # thread it starts in /proc/self/task/<tid>/comm, and cuInit fails where it cannot.
         own = Path("/proc/self")

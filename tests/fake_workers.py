@@ -128,4 +128,4 @@ def serve_case(state, job):
     if os.environ.get("FAKE_GPU_FORGE"):  # as a hostile spec could answer: carried, keyed
         cell.verdict_key = "a key of another cell"
         cell.carried_from = CarriedFrom("f" * 40, "forged", "2099-01-01", "forged")
-    return Reply(cell_json(cell))
+    return Reply({"cell": cell_json(cell), "offers": []})

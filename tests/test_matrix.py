@@ -547,3 +547,39 @@ def test_which_toolkits_emit_an_arch(sass, version, why):
 
     found = arch_problem(sass, version)
     assert (found is None) if why is None else (found is not None and why in found), found
+
+
+def test_the_host_cache_reads_its_defaults_where_left_out_and_none_at_zero(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text()
+    start = text.index("host_cache:")
+    end = text.index("\n\n", start)
+    without = load_matrix(_written(tmp_path, text[:start] + text[end + 2 :])).host_cache
+    assert (without.max_gib, without.min_s_per_gib) == (16.0, 2.0)
+    none = text.replace("  max_gib: 16", "  max_gib: 0")
+    assert load_matrix(_written(tmp_path, none)).host_cache.max_gib == 0.0
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("  max_gib: -1", "host_cache.max_gib: expected a finite positive number"),
+        ("  max_gib: lots", "host_cache.max_gib: expected a float, got 'lots'"),
+        ("  min_s_per_gib: 0", "host_cache.min_s_per_gib: expected a finite positive number"),
+        ("  keep: all", "host_cache: unknown key 'keep'"),
+    ],
+)
+def test_a_host_cache_value_that_cannot_be_is_named_at_its_line(tmp_path, line, said):
+    key = line.split(":")[0]
+    text = (ROOT / "matrix.yaml").read_text()
+    if key == "  keep":
+        text = text.replace("  min_s_per_gib: 2\n", f"  min_s_per_gib: 2\n{line}\n")
+    else:
+        text = (
+            "\n".join(line if row.startswith(key + ":") else row for row in text.splitlines())
+            + "\n"
+        )
+    path = _written(tmp_path, text)
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(path)
+    number = text.splitlines().index(line) + 1
+    assert f"{path}:{number}" in str(raised.value) and said in str(raised.value)

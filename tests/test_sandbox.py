@@ -3,6 +3,7 @@ and a hostile spec in a real run, which rewrites nothing the harness trusts."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,26 @@ def test_a_confined_process_reads_and_writes_only_what_it_is_given(tmp_path):
     assert (tmp_path / "cache" / "entry").read_bytes() == b"built"
 
 
+@needs_landlock
+def test_a_folder_of_its_own_inside_a_kept_tree_is_writable_and_nothing_beside_it(tmp_path):
+    (tmp_path / "cache" / "own").mkdir(parents=True)
+    confinement = sandbox.Confinement(
+        readable=None,
+        writable=(tmp_path,),
+        read_only=(tmp_path / "cache",),
+        own=(tmp_path / "cache" / "own",),
+    )
+    probe = "import sys; from pathlib import Path\n" + "".join(
+        f"try:\n    Path(sys.argv[1], {name!r}).write_bytes(b'x'); print({name!r}, 'ok')\n"
+        f"except OSError:\n    print({name!r}, 'denied')\n"
+        for name in ("cache/own/offer", "cache/entry", "cache/other")
+    )
+    argv = sandbox.confined(confinement, [sys.executable, "-c", probe, str(tmp_path)])
+    ran = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    said = dict(line.split() for line in ran.stdout.splitlines())
+    assert said == {"cache/own/offer": "ok", "cache/entry": "denied", "cache/other": "denied"}
+
+
 def test_an_unconfined_probe_can_do_all_of_it(tmp_path):
     """The probe itself can see each access: without the confinement every one succeeds."""
     argv = [sys.executable, "-c", PROBE, str(tmp_path)]
@@ -105,6 +126,8 @@ def test_a_carved_tree_is_granted_around_by_its_ancestors_entries(tmp_path):
 def test_a_confinement_travels_as_json():
     confinement = sandbox.for_specs([Path("/p/cache")])
     assert sandbox.Confinement.from_json(confinement.to_json()) == confinement
+    own = dataclasses.replace(confinement, own=(Path("/p/cache/host/offers/1"),))
+    assert sandbox.Confinement.from_json(own.to_json()) == own
     assert confinement.readable is None and Path("/tmp") in confinement.writable
 
 

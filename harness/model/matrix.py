@@ -167,6 +167,19 @@ CARRY_DEFAULTS = CarrySettings(max_age_days=7.0)
 
 
 @dataclass(frozen=True)
+class HostCacheSettings:
+    """How much host work a run keeps for the next (matrix.yaml's `host_cache:`,
+    harness.run.host_cache): at most `max_gib` in all (0: none), each case's only where making
+    it took `min_s_per_gib` seconds or more for each GiB it holds."""
+
+    max_gib: float
+    min_s_per_gib: float
+
+
+HOST_CACHE_DEFAULTS = HostCacheSettings(max_gib=16.0, min_s_per_gib=2.0)
+
+
+@dataclass(frozen=True)
 class DevicePeaks:
     memory_gb_per_s: float
     fp32_tflops: float
@@ -203,6 +216,7 @@ class Matrix:
     container: ContainerLimits = CONTAINER
     ab: ABSettings = AB_DEFAULTS
     carry: CarrySettings = CARRY_DEFAULTS
+    host_cache: HostCacheSettings = HOST_CACHE_DEFAULTS
 
     def github_jobs(self) -> list[dict[str, Any]]:
         """The GitHub Actions job matrix: one GPU job per target, one per shard of a target
@@ -385,7 +399,7 @@ def load_matrix(path: Path) -> Matrix:
         root,
         "matrix",
         {"toolkits", "targets", "timing", "devices", "sanitize"},
-        frozenset({"container", "ab", "carry"}),
+        frozenset({"container", "ab", "carry", "host_cache"}),
     )
 
     toolkits = {
@@ -499,6 +513,9 @@ def load_matrix(path: Path) -> Matrix:
         container=_container(reader, top["container"]) if "container" in top else CONTAINER,
         ab=_ab(reader, top["ab"]) if "ab" in top else AB_DEFAULTS,
         carry=_carry(reader, top["carry"]) if "carry" in top else CARRY_DEFAULTS,
+        host_cache=_host_cache(reader, top["host_cache"])
+        if "host_cache" in top
+        else HOST_CACHE_DEFAULTS,
     )
 
 
@@ -615,6 +632,23 @@ def _carry(reader: _Reader, node: yaml.Node) -> CarrySettings:
     fields = reader.mapping(node, "carry", {"max_age_days"})
     days = reader.scalar(fields["max_age_days"], "carry.max_age_days", float, 3650)
     return CarrySettings(max_age_days=days)
+
+
+def _host_cache(reader: _Reader, node: yaml.Node) -> HostCacheSettings:
+    fields = reader.mapping(node, "host_cache", set(), frozenset({"max_gib", "min_s_per_gib"}))
+    place = "host_cache.max_gib"
+    max_gib = HOST_CACHE_DEFAULTS.max_gib
+    if "max_gib" in fields:  # 0 keeps none
+        zero = isinstance(fields["max_gib"], yaml.ScalarNode) and fields["max_gib"].value in (
+            "0",
+            "0.0",
+        )
+        max_gib = 0.0 if zero else reader.scalar(fields["max_gib"], place, float, 1 << 20)
+    min_s_per_gib = HOST_CACHE_DEFAULTS.min_s_per_gib
+    if "min_s_per_gib" in fields:
+        place = "host_cache.min_s_per_gib"
+        min_s_per_gib = reader.scalar(fields["min_s_per_gib"], place, float, 3600.0)
+    return HostCacheSettings(max_gib=max_gib, min_s_per_gib=min_s_per_gib)
 
 
 def _ab(reader: _Reader, node: yaml.Node) -> ABSettings:

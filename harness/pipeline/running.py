@@ -36,6 +36,7 @@ from harness.pipeline.context import RunContext
 from harness.pipeline.results import Results
 from harness.run import worker
 from harness.run.device import DeviceInfo
+from harness.run.host_cache import Keeping
 from harness.run.lanes import Lanes
 from harness.run.pool import Serve, TimedOut, WorkerFault, WorkerPool
 from harness.run.schedule import (
@@ -77,11 +78,12 @@ class Gpu:
     setup: WorkerSetup
     workers: Workers
     first: WorkerPool
+    keeping: Keeping  # what its workers offer to the host cache
 
     def pool(self, kernel: Kernel) -> WorkerPool:
         """A worker for `kernel` (not started yet), which imports what its vendor needs."""
         setup = dataclasses.replace(self.setup, preload=kernel.declared.preload)
-        return WorkerPool(self.workers.start, self.workers.serve, setup)
+        return WorkerPool(self.workers.start, self.workers.serve, _offering(setup, self.keeping))
 
 
 # Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.
@@ -101,7 +103,9 @@ def start_workers(
     host_threads = max(1, (os.cpu_count() or 1) // len(devices))
     ahead_bytes = ahead_memory() // (WORKERS_AHEAD * len(devices))
     locks = Path(up.enter_context(tempfile.TemporaryDirectory(prefix="cuda-matrix-")))
-    gpus = {}
+    gpus, kept = {}, context.matrix.host_cache
+    # closed after the workers: what they offered is kept first
+    keeping = up.enter_context(Keeping(context.options.cache_dir, int(kept.max_gib * 2**30)))
     for device in devices:
         quiet = locks / f"gpu{device.ordinal}.lock"
         setup = WorkerSetup(
@@ -111,11 +115,27 @@ def start_workers(
             quiet,
             ahead_bytes,
             confinement=context.confinement,
+            host_cache=context.options.cache_dir if kept.max_gib > 0 else None,
+            keep_min_s_per_gib=kept.min_s_per_gib,
         )
-        first = up.enter_context(WorkerPool(workers.start, workers.serve, setup))
-        first.start()
-        gpus[device.ordinal] = Gpu(setup, workers, first)
+        first = WorkerPool(workers.start, workers.serve, _offering(setup, keeping))
+        up.enter_context(first).start()
+        gpus[device.ordinal] = Gpu(setup, workers, first, keeping)
     return gpus
+
+
+def _offering(setup: WorkerSetup, keeping: Keeping) -> WorkerSetup:
+    """`setup` for a worker of its own folder to offer host work in, the one folder inside the
+    cache its confinement lets it write; none kept or served where no folder can be made."""
+    if setup.host_cache is None:
+        return setup
+    offers = keeping.folder()
+    if offers is None:
+        return dataclasses.replace(setup, host_cache=None)
+    confined = setup.confinement
+    if confined is not None:
+        confined = dataclasses.replace(confined, own=(offers,))
+    return dataclasses.replace(setup, offers=offers, confinement=confined)
 
 
 def run_on_gpus(
@@ -154,7 +174,7 @@ def run_on_gpus(
                         after = group[at + 1 : at + 1 + AHEAD_CASES]
                         upcoming = tuple(_case_job(context, later) for later in after)
                         case_job = _case_job(context, job, upcoming)
-                        cell = _run_in_lane(context, lanes, number, pool, job, case_job, device)
+                        cell = _run_in_lane(context, lanes, number, pool, job, case_job, gpu)
                         results.add([cell])
                     pool.close(wait=False)  # the lane's next kernel need not wait for its exit
 
@@ -216,7 +236,7 @@ def _run_in_lane(
     pool: WorkerPool,
     job: GpuJob,
     case_job: CaseJob,
-    device: DeviceInfo,
+    gpu: Gpu,
 ) -> Cell:
     """The job's cell, run in `lane` of its GPU; once more, alone, where it timed out beside
     another lane's case that timed out (harness.run.lanes)."""
@@ -224,7 +244,7 @@ def _run_in_lane(
     for attempt in range(2):
         size = None if moves is None else int(moves)
         with lanes.flight(lane, size, alone=attempt == 1) as flight:
-            cell, flight.timed_out = _run_one(context, pool, job, case_job, device)
+            cell, flight.timed_out = _run_one(context, pool, job, case_job, gpu)
         if not flight.timed_out or attempt == 1 or not lanes.flight_again(flight):
             break
     return cell
@@ -236,13 +256,18 @@ def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
 
 
 def _run_one(
-    context: RunContext, pool: WorkerPool, job: GpuJob, case_job: CaseJob, device: DeviceInfo
+    context: RunContext, pool: WorkerPool, job: GpuJob, case_job: CaseJob, gpu: Gpu
 ) -> tuple[Cell, bool]:
-    """The job's cell, and whether it timed out."""
+    """The job's cell, and whether it timed out; what its worker offers to the host cache is
+    kept as the kernel's."""
     started = time.monotonic()
     timed_out = False
     try:
-        cell = _cell_of(pool.run(case_job, context.case_timeout_s), job, case_job)
+        reply = pool.run(case_job, context.case_timeout_s)
+        cell = _cell_of(reply, job, case_job)
+        offers = pool.setup_arg.offers
+        if offers is not None:
+            gpu.keeping.take(job.kernel.classname, offers, reply.get("offers"))
     except WorkerFault as fault:  # the worker died on this case, or answered nonsense
         planned = PlannedCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, planned, context.target, context.provenance, fault)
@@ -254,18 +279,22 @@ def _run_one(
         cell.stages = dataclasses.replace(cell.stages, waited_s=round(waited, 6))
     if pool.start_s:  # the first case, or the one after a fault
         cell.worker_start_s = pool.start_s
-    cell.gpu = device.ordinal
+    cell.gpu = gpu.setup.device.ordinal
     # the parent's word, never the worker's: a spec could name another cell's key, or a source
     cell.verdict_key, cell.carried_from = job.verdict_key, None
     return cell, timed_out
 
 
-def _cell_of(record: object, job: GpuJob, case_job: CaseJob) -> Cell:
-    """The cell a worker sent for `job`, read back and checked to be that job's: a worker runs a
-    spec, and may say anything; WorkerFault where it is not that job's cell."""
+def _cell_of(reply: object, job: GpuJob, case_job: CaseJob) -> Cell:
+    """The cell a worker sent for `job` (its reply's "cell"), read back and checked to be that
+    job's: a worker runs a spec, and may say anything; WorkerFault where it is not that job's
+    cell."""
     try:
+        if not isinstance(reply, dict):
+            raise TypeError(f"{type(reply).__name__}, not an object")
+        record = reply.get("cell")
         if not isinstance(record, dict):
-            raise TypeError(f"{type(record).__name__}, not an object")
+            raise TypeError(f"its cell is a {type(record).__name__}, not an object")
         cell = cell_from_json(record, case_job.target.name, case_job.provenance)
     except (KeyError, TypeError, ValueError) as error:
         raise WorkerFault(f"the worker's cell is not readable: {error}") from None

@@ -36,10 +36,12 @@ from harness.model.spec import (
     Problem,
     StreamRef,
 )
+from harness.run.check_cache import Heard
 from harness.run.checked import CudaError
 from harness.run.context import ContextLimiter
 from harness.run.device import DeviceInfo
 from harness.run.digest import Digests
+from harness.run.host_cache import HostCache, Kept, LiveDevice
 from harness.run.launch import (
     POISON_BYTE,
     SECOND_POISON_BYTE,
@@ -54,6 +56,7 @@ from harness.run.printed import Printed
 from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
+from harness.run.stand_in import FactLog
 from harness.run.stray import Extreme, said, stray_reads
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
@@ -152,16 +155,19 @@ class GpuRuntime:
         ahead_bytes: int | None = None,
         guarded: bool = True,
         printed: Printed | None = None,
+        host_cache: HostCache | None = None,
     ):
         """`quiet`: the lock the GPU's other workers time under (this process's own if None);
         `ahead_bytes`: the host memory that cases prepared ahead may hold (ahead_memory());
         `guarded`: buffers between guard zones, checked for writes and reads past either end
         (else each an allocation of exactly its size, for a sanitizer to watch); `printed`:
-        where this process's standard output goes, read into each case's cell (device printf)."""
+        where this process's standard output goes, read into each case's cell (device printf);
+        `host_cache`: where cases' host work is kept across runs (None: made every time)."""
         self.info = info
         self.timer = timer
         self.guarded = guarded
         self.printed = printed
+        self.host_cache = host_cache
         self._context = ContextLimiter()
         self._quiet = quiet or QuietLock()  # exclusive while timing, shared for other GPU work
         # The context and stream launch nothing; what allocates or launches waits for the GPU's
@@ -178,14 +184,21 @@ class GpuRuntime:
             self.digests = Digests(self.device, self.stream, info.sm_count)
         self.staging = HostStaging()  # what checks download into
         self.neighbours = Neighbours(info.uuid, info.ordinal)
-        self.cores = ThreadPoolExecutor(host_threads or os.cpu_count() or 1)
+        quiet_thread = host_cache.recorder.quiet if host_cache else lambda: None
+        # the harness's own threads: what they read is no case's host work
+        self.cores = ThreadPoolExecutor(
+            host_threads or os.cpu_count() or 1, initializer=quiet_thread
+        )
         # cuda.core's Device objects are per thread: the helper thread makes the context current
         # through its own.
         ordinal = info.ordinal
+
         # A thread for each upcoming case's inputs, and one for its fresh inputs
-        self._ahead = ThreadPoolExecutor(
-            2 * AHEAD_CASES, initializer=lambda: Device(ordinal).set_current()
-        )
+        def ahead_thread() -> None:
+            Device(ordinal).set_current()
+            quiet_thread()
+
+        self._ahead = ThreadPoolExecutor(2 * AHEAD_CASES, initializer=ahead_thread)
         self._ahead_memory = ahead_memory() if ahead_bytes is None else ahead_bytes
         # host work begun, by its case's key and whether it is of the fresh inputs
         self._prepared: dict[tuple[str, str, Path, bool], Future[HostWork]] = {}
@@ -311,12 +324,48 @@ class GpuRuntime:
     def host_work(
         self, kernel: LoadedKernel, case: Case, module: Module, seed: int | None = None
     ) -> HostWork:
+        """The case's problem and reference, of its recorded seed or of `seed`: served from
+        the host cache where an entry stands, else made (and offered to it)."""
         started = time.monotonic()
-        rng = np.random.default_rng(seed_of(kernel, case) if seed is None else seed)
+        seed = seed_of(kernel, case) if seed is None else seed
+        device = self._live(module)
+        cache, key = self.host_cache, ""
         try:
             declared = declared_bytes(kernel.classname, kernel.spec, case)
             check_declared_fits(declared, self.info)
-            limits = self._limits(module)
+            if cache is not None:
+                key = cache.key(kernel.folder, case.name, seed)
+                served = cache.served(kernel.classname, key, device)
+                if served is not None:
+                    check_declared_bytes(kernel.classname, served.problem, declared)
+                    spent = time.monotonic() - started
+                    return HostWork(served.problem, served.expected, None, spent, 0.0)
+        except CellError as raised:
+            return HostWork(None, None, raised, time.monotonic() - started, 0.0)
+        log = FactLog(device)
+        recording: contextlib.AbstractContextManager[list[Heard]] = (
+            cache.recording() if cache is not None else contextlib.nullcontext([])
+        )
+        with recording as read:
+            host = self._made(kernel, case, seed, log.limits(()), declared, started)
+        if cache is not None and host.problem is not None and host.expected is not None:
+            if host.raised is None and log.complete:
+                made = Kept(host.problem, host.expected, host.setup_s, host.reference_s)
+                cache.offer(key, made, read[0], log.noted())
+        return host
+
+    def _made(
+        self,
+        kernel: LoadedKernel,
+        case: Case,
+        seed: int,
+        limits: DeviceLimits,
+        declared: int | None,
+        started: float,
+    ) -> HostWork:
+        """The case's host work from its spec's setup() and reference()."""
+        rng = np.random.default_rng(seed)
+        try:
             problem = _spec_step(kernel, "setup", kernel.spec.setup, case, rng, limits)
             check_declared_bytes(kernel.classname, problem, declared)
         except CellError as raised:
@@ -440,20 +489,22 @@ class GpuRuntime:
         others = sorted({pid for found in listed for pid in found}) if listed else before
         return dataclasses.replace(timing, shared_gpu=shared_why(timing, others))
 
-    def _limits(self, module: Module) -> DeviceLimits:
+    def _live(self, module: Module) -> LiveDevice:
+        """This GPU as setup() asks it, occupancy by `module`, the build the case runs."""
+
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
             with self.gpu():
                 occupancy = module.entry(entry).function.occupancy
                 return int(occupancy.max_active_blocks_per_multiprocessor(threads, shmem_bytes))
 
-        return DeviceLimits(
-            cc=(self.info.cc.major, self.info.cc.minor),
-            sm_count=self.info.sm_count,
-            smem_optin_bytes=self.info.smem_optin_bytes,
-            l2_bytes=self.info.l2_bytes,
-            max_blocks_per_sm=max_blocks_per_sm,
-            memory_bytes=self.info.memory_bytes,
-        )
+        limits = {
+            "cc": [self.info.cc.major, self.info.cc.minor],
+            "sm_count": self.info.sm_count,
+            "smem_optin_bytes": self.info.smem_optin_bytes,
+            "l2_bytes": self.info.l2_bytes,
+            "memory_bytes": self.info.memory_bytes,
+        }
+        return LiveDevice(limits, max_blocks_per_sm)
 
     def _verify_fresh(
         self,

@@ -38,6 +38,7 @@ import stat
 import sys
 import sysconfig
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,16 @@ class Reads:
     drew_entropy: bool
     wrote: bool
 
+    def merged(self, other: Reads) -> Reads:
+        """What was read in both."""
+        return Reads(
+            tuple(sorted({*self.files, *other.files})),
+            tuple(sorted({*self.installed, *other.installed})),
+            {**other.environ, **self.environ},
+            self.drew_entropy or other.drew_entropy,
+            self.wrote or other.wrote,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "files": list(self.files),
@@ -105,44 +116,66 @@ class Reads:
 
 
 class ReadRecorder:
-    """In a spec's child, from start() to finish(): what the check reads, and whether it
-    draws fresh entropy. The child exits after its answer, so nothing here is undone."""
+    """What Python code reads, and whether it draws fresh entropy: each recording from its
+    begin() to its end(), on the thread that began it. A read on a thread of no recording goes
+    to every recording open (threads the recorded code starts), but on a thread said to be
+    quiet() (the harness's own). Its hooks stay for the life of the process: a spec's child
+    records once and exits; a GPU worker records each case's host work."""
 
     def __init__(self) -> None:
-        self._heard: list[tuple[object, object]] = []  # each path read, and how it was opened
-        self._recording = False
-        self._environ: dict[str, str | None] = {}
-        self._drew_entropy = False
-        self._rng_states: tuple[object, bytes] = ((), b"")
+        self._local = threading.local()
+        self._open: list[Heard] = []
+        self._quiet: set[int] = set()
+        self._installed = False
 
     def start(self) -> None:
-        self._rng_states = _rng_states()  # first: numpy's generators seed from entropy on import
-        self._recording = True
+        """Record the whole process from now on: what finish() answers."""
+        self.install()
+        self.begin()
+
+    def finish(self) -> Reads:
+        return self.end().reads()
+
+    def install(self) -> None:
+        """The hooks, once: an audit hook on opens and listings, the environment's lookups, and
+        the sources of entropy."""
+        if self._installed:
+            return
+        self._installed = True
         sys.addaudithook(self._hear)
         self._watch_environ()
         self._watch_entropy()
 
-    def finish(self) -> Reads:
-        self._recording = False
-        opened = [_readable_path(path, flags) for path, flags in self._heard]
-        modules = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
-        paths = {os.path.abspath(p) for p in [*opened, *modules] if isinstance(p, str) and p}
-        files, installed = [], []
-        places = _Places.here()
-        for path in sorted(paths):
-            place = places.of(path)
-            if place == "files" and not _derived(path):
-                files.append(path)
-            elif place == "installed":
-                installed.append(path)
-        drew = self._drew_entropy or _rng_states() != self._rng_states
-        wrote = any(_writes(flags) for _, flags in self._heard)
-        return Reads(tuple(files), tuple(installed), dict(self._environ), drew, wrote)
+    def quiet(self) -> None:
+        """The calling thread's reads are nobody's, but those of a recording it begins."""
+        self._quiet.add(threading.get_ident())
+
+    def begin(self) -> None:
+        """A recording on the calling thread; numpy's generators seed from entropy on import, so
+        the states compared are the ones it begins with."""
+        recording = Heard(_rng_states())
+        self._open = [*self._open, recording]
+        self._local.recording = recording
+
+    def end(self) -> Heard:
+        """What the calling thread's recording heard: its reads() say what that was."""
+        recording: Heard = self._local.recording
+        self._local.recording = None
+        self._open = [open_ for open_ in self._open if open_ is not recording]
+        return recording
+
+    def _hearers(self) -> list[Heard]:
+        own = getattr(self._local, "recording", None)
+        if own is not None:
+            return [own]
+        return [] if threading.get_ident() in self._quiet else self._open
 
     def _hear(self, event: str, args: tuple[object, ...]) -> None:
         # an audit hook that raises breaks what was audited: it only notes, and only ours
-        if self._recording and event in _WATCHED and args:
-            self._heard.append((args[0], args[2] if event == "open" and len(args) > 2 else None))
+        if event in _WATCHED and args:
+            flags = args[2] if event == "open" and len(args) > 2 else None
+            for recording in self._hearers():
+                recording.heard.append((args[0], flags))
 
     def _watch_environ(self) -> None:
         """Each variable the check looks up, with the value it saw."""
@@ -166,8 +199,9 @@ class ReadRecorder:
         os.environ.__class__ = Recorded
 
     def _saw_variable(self, name: str, value: str | None) -> None:
-        if self._recording and name not in self._environ:
-            self._environ[name] = None if value is None else _digest(value)
+        for recording in self._hearers():
+            if name not in recording.environ:
+                recording.environ[name] = None if value is None else _digest(value)
 
     def _watch_entropy(self) -> None:
         """os.urandom, and what draws on it through random (SystemRandom, secrets, numpy's
@@ -175,16 +209,48 @@ class ReadRecorder:
         urandom, seed = os.urandom, random.Random.seed
 
         def drawn(size: int) -> bytes:
-            self._drew_entropy = True
+            for recording in self._hearers():
+                recording.drew_entropy = True
             return urandom(size)
 
         def seeded(rng: random.Random, a: Any = None, version: int = 2) -> None:
-            self._drew_entropy = self._drew_entropy or a is None
+            if a is None:
+                for recording in self._hearers():
+                    recording.drew_entropy = True
             seed(rng, a, version)
 
         os.urandom = drawn
         setattr(random, "_urandom", drawn)  # noqa: B010 (a private name of random's)
         random.Random.seed = seeded  # type: ignore[method-assign,assignment]
+
+
+class Heard:
+    """What one recording heard: each path read with how it was opened, each variable looked
+    up, whether entropy was drawn, and the global RNGs' states when it began."""
+
+    def __init__(self, rng_states: tuple[object, bytes]) -> None:
+        self.heard: list[tuple[object, object]] = []
+        self.environ: dict[str, str | None] = {}
+        self.drew_entropy = False
+        self.rng_states = rng_states
+
+    def reads(self) -> Reads:
+        """What was heard, and the modules loaded by now (they are read too): the work of
+        sorting them is left until an answer is kept."""
+        opened = [_readable_path(path, flags) for path, flags in self.heard]
+        modules = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
+        paths = {os.path.abspath(p) for p in [*opened, *modules] if isinstance(p, str) and p}
+        files, installed = [], []
+        places = _Places.here()
+        for path in sorted(paths):
+            place = places.of(path)
+            if place == "files" and not _derived(path):
+                files.append(path)
+            elif place == "installed":
+                installed.append(path)
+        drew = self.drew_entropy or _rng_states() != self.rng_states
+        wrote = any(_writes(flags) for _, flags in self.heard)
+        return Reads(tuple(files), tuple(installed), dict(self.environ), drew, wrote)
 
 
 def _rng_states() -> tuple[object, bytes]:
@@ -257,18 +323,11 @@ class CheckCache:
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = Path(cache_dir)
         self.folder = self.cache_dir / FOLDER
-        self._fingerprints: dict[str, tuple[tuple[int, ...], str | None]] = {}
+        self._files = Fingerprints()
 
     @functools.cached_property
     def _mac_key(self) -> bytes | None:
-        """The compile cache's key; None where there is none to be had (nothing is served)."""
-        # here, not above: every spec's child imports this module, and only the run needs nvcc's
-        from harness.compile.nvcc import cache_mac_key
-
-        try:
-            return cache_mac_key(self.cache_dir)
-        except (KernelFailed, OSError):
-            return None
+        return mac_key_of(self.cache_dir)
 
     def served(
         self,
@@ -314,7 +373,7 @@ class CheckCache:
             return None
         mac = record.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(
-            mac, _entry_mac(mac_key, classname, path.stem, record)
+            mac, entry_mac(mac_key, MAC_DOMAIN, f"{classname}/{path.stem}", record)
         ):
             return None
         seconds, notes, files = record.get("cases"), record.get("notes"), record.get("files")
@@ -329,12 +388,7 @@ class CheckCache:
             and all(note is None or isinstance(note, str) for note in notes.values())
         ):
             return None
-        stands = (
-            hold(record.get("facts"))
-            and _each(files, self._fingerprint)
-            and _each(installed, _stat_signature)
-            and _each(environ, _environ_digest)
-        )
+        stands = hold(record.get("facts")) and self._files.stand(files, installed, environ)
         return notes if stands else None
 
     def keep(
@@ -352,22 +406,14 @@ class CheckCache:
         where the check drew fresh entropy, wrote a file or read a device, nor where the cache
         cannot be written (the answer stands; the next run checks again)."""
         mac_key = self._mac_key
-        if mac_key is None or reads.drew_entropy or reads.wrote:
-            return
-        try:  # what the child said it read may name anything
-            files = {path: self._fingerprint(path) for path in reads.files}
-            installed = {path: _stat_signature(path) for path in reads.installed}
-        except ValueError:  # a path no file can have (a NUL in it)
-            return
-        if UNUSABLE in files.values():
+        state = self._files.now(reads)
+        if mac_key is None or state is None:
             return
         record: dict[str, object] = {
             "format": FORMAT,
             "cases": dict(seconds),
             "notes": dict(notes),
-            "files": files,
-            "installed": installed,
-            "environ": dict(reads.environ),
+            **state,
             "facts": facts,
         }
         try:
@@ -375,19 +421,72 @@ class CheckCache:
         except (TypeError, ValueError):
             return
         path = self.folder / classname / f"{key}-{_digest(said)[:16]}.json"
-        record["mac"] = _entry_mac(mac_key, classname, path.stem, record)
+        record["mac"] = entry_mac(mac_key, MAC_DOMAIN, f"{classname}/{path.stem}", record)
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, scratch = tempfile.mkstemp(dir=path.parent, suffix=".json.tmp")
-            try:
-                with os.fdopen(handle, "w") as written:
-                    json.dump(record, written)
-                os.replace(scratch, path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(scratch)
+            write_whole(path, json.dumps(record).encode())
 
-    def _fingerprint(self, path: str) -> str | None:
+
+def mac_key_of(cache_dir: Path) -> bytes | None:
+    """The compile cache's key; None where there is none to be had (nothing is served)."""
+    # here, not above: every spec's child imports this module, and only the run needs nvcc's
+    from harness.compile.nvcc import cache_mac_key
+
+    try:
+        return cache_mac_key(cache_dir)
+    except (KernelFailed, OSError):
+        return None
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """`data` under `path`, appearing whole or not at all (written aside, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, scratch = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as written:
+            written.write(data)
+        os.replace(scratch, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+
+
+class Fingerprints:
+    """What a kept answer read, as it is now: files by content (a folder by its names), the
+    installation's module files by stat, variables by value. One per run or process: each
+    file is hashed once for as long as its stat stays the same."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[int, ...], str | None]] = {}
+        self._installed: dict[str, str | None] = {}  # pip leaves them be while a run goes on
+
+    def now(self, reads: Reads) -> dict[str, dict[str, str | None]] | None:
+        """The "files", "installed" and "environ" an entry keeps of `reads`; None where it
+        cannot be kept: it drew entropy, wrote, or read what cannot be read again alike."""
+        if reads.drew_entropy or reads.wrote:
+            return None
+        try:  # what the recorded code read may name anything
+            files = {path: self.of(path) for path in reads.files}
+            installed = {path: self._signature(path) for path in reads.installed}
+        except ValueError:  # a path no file can have (a NUL in it)
+            return None
+        if UNUSABLE in files.values():
+            return None
+        return {"files": files, "installed": installed, "environ": dict(reads.environ)}
+
+    def _signature(self, path: str) -> str | None:
+        if path not in self._installed:
+            self._installed[path] = _stat_signature(path)
+        return self._installed[path]
+
+    def stand(self, files: object, installed: object, environ: object) -> bool:
+        """Whether what an entry kept (as now() made it) is still so."""
+        return (
+            _each(files, self.of)
+            and _each(installed, self._signature)
+            and _each(environ, _environ_digest)
+        )
+
+    def of(self, path: str) -> str | None:
         """A file's SHA-256, a folder's names', UNUSABLE for anything else; None where there is
         nothing; hashed again when its stat changes."""
         try:
@@ -399,7 +498,7 @@ class CheckCache:
         try:
             status = os.fstat(handle)
             signature = (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-            known = self._fingerprints.get(path)
+            known = self._known.get(path)
             if known is not None and known[0] == signature:
                 return known[1]
             fingerprint = _fingerprint_of(handle, status.st_mode)
@@ -407,7 +506,7 @@ class CheckCache:
             return f"error {error.errno}"
         finally:
             os.close(handle)
-        self._fingerprints[path] = (signature, fingerprint)
+        self._known[path] = (signature, fingerprint)
         return fingerprint
 
 
@@ -462,15 +561,12 @@ def _each(kept: object, now: Callable[[str], str | None]) -> bool:
     )
 
 
-def _entry_mac(key: bytes, classname: str, entry: str, record: Mapping[str, object]) -> str:
-    """As the compile cache's entry_mac: over where the entry lies and its fields."""
+def entry_mac(key: bytes, domain: bytes, where: str, record: Mapping[str, object]) -> str:
+    """As the compile cache's entry_mac: over the kind of entry (`domain`: no two kinds' MACs
+    read alike), where it lies (`where`: its kernel's folder and name) and its fields."""
     fields = {name: value for name, value in record.items() if name != "mac"}
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    parts = [
-        MAC_DOMAIN,
-        f"{classname}/{entry}".encode(),
-        json.dumps(fields, sort_keys=True).encode(),
-    ]
+    parts = [domain, where.encode(), json.dumps(fields, sort_keys=True).encode()]
     for part in parts:  # each with its length: no two splits of the bytes read alike
         mac.update(len(part).to_bytes(8, "little") + part)
     return mac.hexdigest()

@@ -109,6 +109,11 @@ class WorkerPool:
         self._exiting: list[multiprocessing.process.BaseProcess] = []  # killed, not yet joined
         self.start_s = 0.0
 
+    @property
+    def setup_arg(self) -> Any:
+        """What each of its workers is set up with."""
+        return self._setup_arg
+
     def start(self) -> None:
         """Start a worker now, if none is up, so that it sets up while the caller does other
         work; the first job waits for it to be ready."""

@@ -203,7 +203,9 @@ def _check(spec_file: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return {"cases": found, "reads": recorder.finish().to_json(), "facts": facts}
 
 
-def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> tuple[str | None, str | None]:
+def _case_finding(
+    kernel: LoadedKernel, case: Any, log: FactLog[DeviceFacts]
+) -> tuple[str | None, str | None]:
     """What is wrong with the case (None: nothing), and, where the stand-in device would skip
     it, how far it was checked and why (None: all of it, and it would run)."""
     spec, where = kernel.spec, f"{kernel.classname} case {case.name!r} on {log.facts.device.name}"
@@ -250,7 +252,7 @@ def _case_finding(kernel: LoadedKernel, case: Any, log: FactLog) -> tuple[str | 
     return None, beyond and f"{CHECKED}, and the stand-in device would skip it: {beyond}"
 
 
-def _arrays_beyond(problem: Problem, log: FactLog) -> str | None:
+def _arrays_beyond(problem: Problem, log: FactLog[DeviceFacts]) -> str | None:
     """Why a CUDA array the problem's textures or surfaces read is larger than the device
     makes (a GPU skips the case device-unsupported at its upload); None when none is."""
     buffers = {**problem.inputs, **problem.outputs}
@@ -261,7 +263,9 @@ def _arrays_beyond(problem: Problem, log: FactLog) -> str | None:
     return None
 
 
-def problem_finding(problem: Problem, log: FactLog, defines: tuple[str, ...]) -> str | None:
+def problem_finding(
+    problem: Problem, log: FactLog[DeviceFacts], defines: tuple[str, ...]
+) -> str | None:
     """What about `problem` no launch of the build `defines` could take on `log`'s device;
     None when nothing."""
     buffers: dict[str, Any] = {}
@@ -305,7 +309,7 @@ def _launch_finding(
     launch: Launch,
     buffers: Mapping[str, np.ndarray],
     problem: Problem,
-    log: FactLog,
+    log: FactLog[DeviceFacts],
     defines: tuple[str, ...],
 ) -> str | None:
     if not isinstance(launch.entry, str):
@@ -346,7 +350,7 @@ def _argument_finding(
     arg: object,
     buffers: Mapping[str, np.ndarray],
     problem: Problem,
-    log: FactLog,
+    log: FactLog[DeviceFacts],
 ) -> str | None:
     if isinstance(arg, Buf | TensorMap) and arg.name not in buffers:
         return f"names buffer {arg.name!r}, which the problem does not have ({sorted(buffers)})"

@@ -18,7 +18,7 @@ import json
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from harness.model.cell import Resources
 from harness.model.matrix import Target
@@ -158,25 +158,50 @@ class DeviceFacts:
                 return self.device.largest_array(args[0], args[1])
         raise ValueError(f"not a question a check asks: {question!r}")
 
+    def blocks_per_sm_unnoted(
+        self, defines: tuple[str, ...], entry: Any, threads: Any, shmem_bytes: Any
+    ) -> int:
+        """An occupancy asked with what no fact can note (FactLog.limits)."""
+        built = self.builds.get(defines) or {}
+        return blocks_per_sm(self.device, built.get(entry), threads, shmem_bytes)
+
     def hold(self, facts: Any) -> bool:
         """Whether every fact of a kept check, [question, answer] each, holds here."""
-        if not isinstance(facts, list):
-            return False
-        try:
-            return all(
-                isinstance(fact, list) and len(fact) == 2 and self.answer(fact[0]) == fact[1]
-                for fact in facts
-            )
-        except (ValueError, TypeError):
-            return False
+        return facts_hold(self, facts)
 
 
-class FactLog:
-    """In a spec's child: the questions its check asks of the device, and their answers. A
+class Answers(Protocol):
+    """A device as a spec's setup() asks it (DeviceFacts, or the GPU a worker runs on)."""
+
+    def answer(self, question: Any) -> Any: ...
+
+    def blocks_per_sm_unnoted(
+        self, defines: tuple[str, ...], entry: Any, threads: Any, shmem_bytes: Any
+    ) -> int: ...
+
+
+def facts_hold(device: Answers, facts: Any) -> bool:
+    """Whether every fact kept, [question, answer] each, is answered alike by `device`."""
+    if not isinstance(facts, list):
+        return False
+    try:
+        return all(
+            isinstance(fact, list) and len(fact) == 2 and device.answer(fact[0]) == fact[1]
+            for fact in facts
+        )
+    except (ValueError, TypeError):
+        return False
+
+
+A = TypeVar("A", bound=Answers)
+
+
+class FactLog(Generic[A]):
+    """Where a spec's code runs: the questions it asks of the device, and their answers. A
     question it cannot note as JSON (a spec passing odd types to max_blocks_per_sm) is still
-    answered, and the check is marked as one whose facts are not all known."""
+    answered, and the code is marked as one whose facts are not all known."""
 
-    def __init__(self, facts: DeviceFacts) -> None:
+    def __init__(self, facts: A) -> None:
         self.facts = facts
         self._noted: dict[str, tuple[list[Any], Any]] = {}
         self.complete = True
@@ -194,7 +219,7 @@ class FactLog:
     def limits(self, defines: tuple[str, ...]) -> DeviceLimits:
         """The DeviceLimits setup() is given for a case of the build `defines`: each field it
         reads, and each occupancy it asks, noted as it is read."""
-        log, device = self, self.facts.device
+        log, device = self, self.facts
 
         def max_blocks_per_sm(entry: str, threads: int, shmem_bytes: int) -> int:
             try:
@@ -206,8 +231,7 @@ class FactLog:
                 )
             except (TypeError, ValueError):
                 log.complete = False
-                built = log.facts.builds.get(defines) or {}
-                return blocks_per_sm(device, built.get(entry), threads, shmem_bytes)
+                return device.blocks_per_sm_unnoted(defines, entry, threads, shmem_bytes)
             return int(log.ask("blocks_per_sm", *asked))
 
         class Watched(DeviceLimits):
@@ -221,13 +245,16 @@ class FactLog:
                         log.ask("limit", limit)
                 return super().__getattribute__(name)
 
+        def limit(name: str) -> Any:  # not a fact yet: the spec has not read it
+            return device.answer(("limit", name))
+
         return Watched(
-            cc=self.facts.cc,
-            sm_count=device.sm_count,
-            smem_optin_bytes=device.smem_optin_bytes,
-            l2_bytes=device.l2_bytes,
+            cc=tuple(limit("cc")),
+            sm_count=limit("sm_count"),
+            smem_optin_bytes=limit("smem_optin_bytes"),
+            l2_bytes=limit("l2_bytes"),
             max_blocks_per_sm=max_blocks_per_sm,
-            memory_bytes=device.memory_bytes,
+            memory_bytes=limit("memory_bytes"),
         )
 
 

@@ -12,6 +12,7 @@ checked by the run's process.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
 from dataclasses import asdict, dataclass
@@ -25,6 +26,7 @@ from harness.model.errors import SpecError
 from harness.model.matrix import ABSettings, Target, TimerSettings
 from harness.model.spec import Case
 from harness.run.device import DeviceInfo
+from harness.run.host_cache import HostCache
 from harness.run.pool import Reply
 from harness.sandbox import Confinement, confine
 
@@ -38,6 +40,9 @@ class WorkerSetup:
     ahead_bytes: int | None = None  # host memory for cases prepared ahead; None: its own share
     preload: tuple[str, ...] = ()  # modules its kernel's vendor imports: imported at its start
     confinement: Confinement | None = None  # what it may touch once it imports a spec
+    host_cache: Path | None = None  # the compile cache, where cases' host work is kept
+    offers: Path | None = None  # where it writes host work for the run to keep (host_cache.py)
+    keep_min_s_per_gib: float = 0.0  # host work made faster for its size is not offered
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,20 @@ class _Worker:
 
         if setup.confinement is not None:  # first, while this process has one thread: every
             confine(setup.confinement)  # thread it starts from now on is confined too
+        self.host_cache = None
+        if setup.host_cache is not None and setup.offers is not None:
+            # as the check cache keys it: where a run may not write (its own reports and cache
+            # folders) and its offer folder differ between runs that read alike, and host work
+            # that writes is not kept
+            confined = setup.confinement
+            kept = dataclasses.replace(confined, read_only=(), own=()) if confined else None
+            said = kept.to_json() if kept else None
+            self.host_cache = HostCache(
+                setup.host_cache, setup.offers, said, setup.keep_min_s_per_gib
+            )
+            self.host_cache.start()
         for module in setup.preload:  # beside the CUDA start-up: ready by the vendor's turn
-            threading.Thread(target=_import_quietly, args=(module,), daemon=True).start()
+            threading.Thread(target=self._preload, args=(module,), daemon=True).start()
         quiet = QuietLock(setup.quiet_lock)
         self.runtime = GpuRuntime(
             setup.device,
@@ -93,6 +110,7 @@ class _Worker:
             quiet,
             setup.ahead_bytes,
             printed=Printed(),
+            host_cache=self.host_cache,
         )
         self.kernels: dict[Path, LoadedKernel] = {}
         self.serves: frozenset[Path] | None = None  # the spec files of its kernel, once bound
@@ -119,7 +137,13 @@ class _Worker:
             job.provenance,
             upcoming=self._upcoming(job.upcoming),
         )
-        return Reply(cell_json(cell), replace_me=not healthy)
+        offers = self.host_cache.offers() if self.host_cache else []
+        return Reply({"cell": cell_json(cell), "offers": offers}, replace_me=not healthy)
+
+    def _preload(self, module: str) -> None:
+        if self.host_cache is not None:
+            self.host_cache.recorder.quiet()
+        _import_quietly(module)
 
     def _bind(self, *spec_files: Path) -> None:
         """Serve the kernel of `spec_files` (a PairJob's two, one otherwise) from now on;
@@ -169,7 +193,12 @@ class _Worker:
 
     def _kernel_case(self, spec_file: Path, case_name: str) -> tuple[LoadedKernel, Case]:
         if spec_file not in self.kernels:
-            self.kernels[spec_file] = load_kernel(KernelFolder.of(spec_file))
+            if self.host_cache is None:
+                self.kernels[spec_file] = load_kernel(KernelFolder.of(spec_file))
+            else:
+                with self.host_cache.recording() as heard:
+                    self.kernels[spec_file] = load_kernel(KernelFolder.of(spec_file))
+                self.host_cache.imported(heard[0])
         kernel = self.kernels[spec_file]
         named = [c for c in kernel.spec.cases if c.name == case_name]
         if len(named) != 1:
