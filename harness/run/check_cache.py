@@ -364,17 +364,8 @@ class CheckCache:
         budget_s: float,
         hold: Callable[[Any], bool],
     ) -> dict[str, str | None] | None:
-        classname = path.parent.name
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            return None
-        mac = record.get("mac")
-        if not isinstance(mac, str) or not hmac.compare_digest(
-            mac, entry_mac(mac_key, MAC_DOMAIN, f"{classname}/{path.stem}", record)
-        ):
+        record = signed_record(mac_key, MAC_DOMAIN, FORMAT, path)
+        if record is None:
             return None
         seconds, notes, files = record.get("cases"), record.get("notes"), record.get("files")
         installed, environ = record.get("installed"), record.get("environ")
@@ -424,6 +415,22 @@ class CheckCache:
         record["mac"] = entry_mac(mac_key, MAC_DOMAIN, f"{classname}/{path.stem}", record)
         with contextlib.suppress(OSError):
             write_whole(path, json.dumps(record).encode())
+
+
+def signed_record(mac_key: bytes, domain: bytes, format_: str, path: Path) -> dict[str, Any] | None:
+    """The record at `path` (`<folder>/<kernel>/<entry>.json`) where it is of `format_` and
+    its MAC (entry_mac over `domain`, its kernel's folder and name) holds; None otherwise."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != format_:
+        return None
+    mac = record.get("mac")
+    expected = entry_mac(mac_key, domain, f"{path.parent.name}/{path.stem}", record)
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
+        return None
+    return record
 
 
 def mac_key_of(cache_dir: Path) -> bytes | None:

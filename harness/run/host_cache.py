@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
-import hmac
 import json
 import math
 import mmap
@@ -61,6 +60,7 @@ from harness.run.check_cache import (
     Reads,
     entry_mac,
     mac_key_of,
+    signed_record,
     write_whole,
 )
 from harness.run.stand_in import LIMITS, facts_hold
@@ -219,7 +219,7 @@ class HostCache:
         except OSError:
             return None
         for path in records:
-            record = _signed_record(mac_key, classname, path)
+            record = signed_record(mac_key, MAC_DOMAIN, FORMAT, path)
             if record is None:
                 continue
             if not (
@@ -371,20 +371,6 @@ def _prune(folder: Path, key: str) -> None:
         if data.name not in named:
             with contextlib.suppress(OSError):
                 data.unlink()
-
-
-def _signed_record(mac_key: bytes, classname: str, path: Path) -> dict[str, Any] | None:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        return None
-    mac = record.get("mac")
-    expected = entry_mac(mac_key, MAC_DOMAIN, f"{classname}/{path.stem}", record)
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
-        return None
-    return record
 
 
 def _mapped(path: Path, record: Mapping[str, Any]) -> Kept | None:
