@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -198,12 +199,20 @@ def test_an_offer_whose_file_is_not_as_said_is_not_kept(places, how):
 
 
 def test_each_worker_offers_in_a_folder_of_its_own_removed_as_the_run_ends(tmp_path):
+    offers = tmp_path / "cache" / host_cache.OFFERS
+    killed, live = offers / "tmp-killed", offers / "tmp-live"  # a killed run's, another run's
+    for folder in (killed, live):
+        (folder / "1").mkdir(parents=True)
+        (folder / "1" / "offer.bin").write_bytes(b"x")
+    long_ago = time.time() - host_cache.STALE_OFFERS_S - 60
+    os.utime(killed, (long_ago, long_ago))
     with Keeping(tmp_path / "cache", 1 << 30) as keeping:
         first, second = keeping.folder(), keeping.folder()
         assert first != second and first.parent == second.parent
         assert first.is_dir() and second.is_dir()
         assert first.is_relative_to(tmp_path / "cache" / host_cache.OFFERS)
     assert not first.exists() and not first.parent.exists()
+    assert not killed.exists() and (live / "1" / "offer.bin").exists()
 
 
 @pytest.mark.parametrize("name", ["../outside.bin", "/etc/passwd", ".hidden.bin", "a/b.bin"])

@@ -67,6 +67,7 @@ from harness.run.stand_in import LIMITS, facts_hold
 
 FOLDER = "host"  # under the compile cache folder
 OFFERS = "host-offers"  # beside it: each run's workers' folders, removed as the run ends
+STALE_OFFERS_S = 6 * 3600  # a run's offer folder untouched this long was left by a killed run
 FORMAT = "host-work/1"
 MAC_DOMAIN = b"cuda-matrix host work"  # no check answer's or compile entry's MAC reads alike
 MOST_FACT_SETS = 4  # the entries of a case kept and looked at, newest first
@@ -491,6 +492,7 @@ class Keeping:
             with self._lock:
                 if self._root is None:
                     (self.cache_dir / OFFERS).mkdir(parents=True, exist_ok=True)
+                    _sweep(self.cache_dir / OFFERS)
                     self._root = Path(tempfile.mkdtemp(dir=self.cache_dir / OFFERS))
                 self._folders += 1
                 made = self._root / str(self._folders)
@@ -567,6 +569,16 @@ class Keeping:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sweep(offers: Path) -> None:
+    """The offer folders of runs that were killed: untouched for STALE_OFFERS_S, no run still
+    writes them (a case times out long before)."""
+    now = time.time()
+    for left in offers.iterdir():
+        with contextlib.suppress(OSError):
+            if now - left.lstat().st_mtime > STALE_OFFERS_S and left.is_dir():
+                shutil.rmtree(left, ignore_errors=True)
 
 
 def _remove_entry(record: Path) -> None:
