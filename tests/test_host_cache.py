@@ -18,10 +18,13 @@ import numpy as np
 import pytest
 
 from harness import sandbox
+from harness.model.discovery import kernel_folders, load_kernel
 from harness.model.spec import Buf, Launch, Problem, Scalar
 from harness.run import host_cache
+from harness.run.case import seed_of
 from harness.run.host_cache import HostCache, Keeping, Kept, LiveDevice, Offer, adopt
 from harness.run.stand_in import FactLog
+from tests.conftest import ROOT
 
 KERNEL = "chapter.kernel"
 LIMITS = {"cc": [9, 0], "sm_count": 132, "smem_optin_bytes": 232448, "l2_bytes": 1 << 25}
@@ -318,3 +321,76 @@ def test_each_gpu_worker_may_write_its_own_offer_folder_and_no_other(tmp_path):
         assert one.confinement.read_only == confined.read_only
         unkept = dataclasses.replace(setup, host_cache=None)
         assert _offering(unkept, keeping) == unkept
+
+
+def _corpus():
+    return [
+        folder for root in ("kernels", "examples/kernels") for folder in kernel_folders(ROOT / root)
+    ]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("folder", _corpus(), ids=lambda folder: folder.classname)
+def test_each_kernel_s_smallest_case_comes_back_from_the_cache_as_it_was_made(tmp_path, folder):
+    """Whatever a spec puts in its problem (structs, textures, constants, scratch, derived
+    parameters, library kernels' as the book's) is served as setup() and reference() made it."""
+    kernel = load_kernel(folder)
+
+    def size(case):
+        try:
+            return kernel.spec.work(case).bytes
+        except Exception:  # a size derived by setup(): after the sized ones
+            return 1 << 62
+
+    case = min(kernel.spec.cases, key=size)
+    device, cache = _device(), tmp_path / "cache"
+    with Keeping(cache, 1 << 40) as keeping:
+        offers = keeping.folder()
+        worker = HostCache(cache, offers, None)
+        worker.start()
+        log = FactLog(device)
+        with worker.recording() as heard:
+            rng = np.random.default_rng(seed_of(kernel, case))
+            problem = kernel.spec.setup(case, rng, log.limits(()))
+            expected = kernel.spec.reference(problem.case_seen_by(case), problem.inputs)
+        key = worker.key(kernel.folder, case.name, seed_of(kernel, case))
+        worker.offer(key, Kept(problem, expected, 1.0, 1.0), heard[0], log.noted())
+        said = worker.offers()
+        assert said, "the host work was not offered"
+        keeping.take(kernel.classname, offers, said)
+    served = _worker((cache, tmp_path, None)).served(kernel.classname, key, device)
+    assert served is not None
+    got = served.problem
+    assert (got.launches, got.derived_params, got.accumulated) == (
+        problem.launches,
+        problem.derived_params,
+        problem.accumulated,
+    )
+    for kept, made in (
+        (got.inputs, problem.inputs),
+        (got.scratch, problem.scratch),
+        (got.constants, problem.constants),
+        (served.expected, expected),
+    ):
+        assert kept.keys() == made.keys()
+        for name, array in made.items():
+            assert kept[name].dtype == array.dtype
+            assert np.array_equal(kept[name], array, equal_nan=array.dtype.kind in "fc")
+    shapes = {name: (array.shape, array.dtype) for name, array in problem.outputs.items()}
+    assert {name: (a.shape, a.dtype) for name, a in got.outputs.items()} == shapes
+
+
+def test_a_problem_that_does_not_pickle_is_never_offered_and_a_broken_entry_is_a_miss(places):
+    cache, _, data = places
+    worker = _worker(places)
+    key, problem, expected = _host_work(worker, data, _device())
+    _kept(places, worker.offers())
+    [kept] = (cache / host_cache.FOLDER / KERNEL).glob("*.bin")
+    kept.write_bytes(b"\0" * kept.stat().st_size)  # the same size, not a pickle
+    assert _worker(places).served(KERNEL, key, _device()) is None
+    odd = dataclasses.replace(problem, derived_params={"pick": lambda x: x})  # a spec's lambda
+    heard = _worker(places)
+    with heard.recording() as read:
+        pass
+    heard.offer(key, Kept(odd, expected, 1.0, 1.0), read[0], [])
+    assert heard.offers() == []
