@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import sandbox
+from harness.compile import nvcc
 from harness.compile.identity import IdentityError, code_identity, code_sections, sass_identity
 from harness.compile.nvcc import (
     FAILED_CHECK,
@@ -477,6 +478,38 @@ def test_a_build_without_the_demanded_opcode_is_caught(matrix, toolchain, add_on
     sass = check_sass(toolchain.cuobjdump, binary.binary, ("HGMMA", "FADD"))
     assert sass.counts["HGMMA"] == 0 and sass.counts["FADD"] >= 1
     assert sass.missing == ["HGMMA"]
+
+
+def _demanding(kernel: Kernel, *opcodes: str) -> Kernel:
+    return dataclasses.replace(
+        kernel, declared=dataclasses.replace(kernel.declared, sass_must_contain=opcodes)
+    )
+
+
+def test_a_served_build_s_sass_counts_are_its_record_s_until_the_spec_demands_more(
+    matrix, toolchain, add_one, tmp_path, monkeypatch
+):
+    sm90 = matrix.targets["sm_90a"]
+    built = Compiler(toolchain, tmp_path / "cache").compile(_demanding(add_one, "FADD"), sm90)
+    assert built.sass.counts["FADD"] >= 1 and built.sass.error is None
+    disassembled = []
+    real = nvcc.check_sass
+
+    def counted(*args):
+        disassembled.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(nvcc, "check_sass", counted)
+    served = Compiler(toolchain, tmp_path / "cache").compile(_demanding(add_one, "FADD"), sm90)
+    assert served.cached and served.sass == built.sass and disassembled == []
+    more = Compiler(toolchain, tmp_path / "cache").compile(
+        _demanding(add_one, "FADD", "HGMMA"), sm90
+    )
+    assert more.cached and disassembled == [("FADD", "HGMMA")]
+    assert more.sass.counts == {"FADD": built.sass.counts["FADD"], "HGMMA": 0}
+    assert more.sass.missing == ["HGMMA"]
+    none = Compiler(toolchain, tmp_path / "cache").compile(add_one, sm90)
+    assert none.cached and none.sass is None
 
 
 def test_a_missing_disassembler_is_an_error_not_a_pass(toolchain, tmp_path):

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from harness.compile.nvcc import Compiled
+from harness.compile.nvcc import Build, Compiled
 from harness.model.cell import CarriedFrom
 from harness.model.discovery import Kernel
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind
 from harness.model.revision import VOUCHED, known_commits
 from harness.pipeline.cells import PlannedCell, new_cell
-from harness.pipeline.context import Build, RunContext
+from harness.pipeline.context import RunContext
 from harness.pipeline.results import Results
 from harness.pipeline.running import GpuJob
 from harness.report.history import HistoryError, passed_verdicts

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compile.identity import IdentityError, sass_identity
-from harness.compile.nvcc import Compiled, failure_line
+from harness.compile.nvcc import Build, Compiled, failure_line
 from harness.model.cell import ABComparison, Cell, Judgement, Report
 from harness.model.codec import report_from_json
 from harness.model.discovery import Kernel, KernelFolder, kernel_folders
@@ -33,7 +33,7 @@ from harness.model.errors import CellError, ReportError, Unavailable, UsageError
 from harness.model.outcome import CellKind, Outcome
 from harness.model.revision import BaseTree
 from harness.pipeline.compiling import TargetBuilds, compile_kernels
-from harness.pipeline.context import Build, RunContext, RunOptions, report_stem
+from harness.pipeline.context import RunContext, RunOptions, report_stem
 from harness.pipeline.loading import Loaded, load_kernels
 from harness.report import store
 from harness.report.verdict import ab_threshold_pct, judge_paired

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.compile.nvcc import Compiled, Compiler, failure_line
+from harness.compile.nvcc import Build, Compiled, Compiler, failure_line
 from harness.compile.toolchain import gpu_codes
 from harness.model.cell import SHORTEST_SECONDS, Cell, CompileFacts
 from harness.model.declared import DeclaredCase
@@ -18,7 +18,7 @@ from harness.model.errors import KernelFailed, Skip, Unavailable
 from harness.model.outcome import SkipReason
 from harness.pipeline.cells import PlannedCell, compile_cell_of, new_cell, settled_cell
 from harness.pipeline.console import CountProgress
-from harness.pipeline.context import Build, RunContext
+from harness.pipeline.context import RunContext
 
 BuildKey = tuple[str, tuple[str, ...]]  # a kernel's classname, and the case macros of a build
 

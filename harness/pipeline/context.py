@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compile.nvcc import Compiled
+from harness.compile.nvcc import Build
 from harness.compile.toolchain import Toolchain
 from harness.model.cell import Provenance
 from harness.model.discovery import KernelFolder, kernel_folders
@@ -27,7 +27,6 @@ from harness.report.history import History, HistoryError
 from harness.run.device import DeviceInfo
 from harness.sandbox import Confinement, for_specs, unavailable
 
-Build = Compiled | Unavailable  # Unavailable: nothing was compiled (no nvcc, refused), and why
 NO_SANITIZER = Unavailable("not looked for: this run uses no compute-sanitizer")
 
 
