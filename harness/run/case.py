@@ -472,8 +472,11 @@ class GpuRuntime:
     def measure(self, run: Callable[[], None], before_each: Callable[[], None]) -> Timing:
         """`run` timed as every case is: cold L2, gated, throttled samples discarded; said to be
         shared where another process used the GPU meanwhile (harness.run.sharing)."""
+        # NVML is asked on either side of the hold, not inside it: each call takes ~1.5 ms on
+        # an H200 machine, which the other lanes, waiting on the hold, would wait out too (a
+        # second per column). A process that holds the GPU across the timing is listed either way.
+        before = self.neighbours.others()
         with self.quiet():
-            before = self.neighbours.others()
             timing = measure(
                 run,
                 before_each,
@@ -484,7 +487,7 @@ class GpuRuntime:
                 self.clock,
                 self.info.default_sm_clock_mhz,
             )
-            after = self.neighbours.others()
+        after = self.neighbours.others()
         listed = [found for found in (before, after) if isinstance(found, list)]
         others = sorted({pid for found in listed for pid in found}) if listed else before
         return dataclasses.replace(timing, shared_gpu=shared_why(timing, others))
