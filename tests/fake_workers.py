@@ -3,8 +3,9 @@
 A job is (action, value): "ok" echoes the value with the worker's pid, "crash" kills the
 process with SIGSEGV, "exit" leaves with status 3, "hang" never answers, "raise" throws,
 "poisoned" answers but asks to be replaced, as a worker does after a sticky CUDA error, "set"
-answers what JSON cannot hold, and "pickle" writes to the pipe itself, as a hostile spec could,
-a pickle that would create the file `value` if the run's process unpickled it.
+answers what JSON cannot hold, "environ" answers a variable of its environment and its folder,
+and "pickle" writes to the pipe itself, as a hostile spec could, a pickle that would create the
+file `value` if the run's process unpickled it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def serve(state, job):
         raise ValueError(f"bad job {value}")
     if action == "set":
         return Reply({value})
+    if action == "environ":  # the variable `value`, and the folder the worker is in
+        return Reply((os.environ.get(value), os.getcwd()))
     if action == "pickle":
         (conn,) = [o for o in gc.get_objects() if isinstance(o, Connection) and not o.closed]
         conn.send(_Planted(value))

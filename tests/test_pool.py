@@ -10,6 +10,7 @@ import time
 import pytest
 
 from harness.model.errors import KernelFailed
+from harness.processes import fork_server
 from harness.run.pool import WorkerFault, WorkerPool
 from tests import fake_workers
 
@@ -28,6 +29,19 @@ def _faulted_then_ok(action: str, value: object) -> tuple[str, list]:
             pool.run((action, value), timeout_s=30)
         after = pool.run(("ok", 2), timeout_s=30)
     return str(fault.value), after
+
+
+def test_a_worker_starts_with_the_run_s_environment_and_folder_as_they_are_then(
+    tmp_path, monkeypatch
+):
+    """Workers are forked by the fork server, which started before this: each still sees what
+    a process the run started itself would (what the run set since, where it is now)."""
+    fork_server()
+    monkeypatch.setenv("CUDA_MATRIX_POOL_TEST", "set after the server started")
+    monkeypatch.chdir(tmp_path)
+    with _pool() as pool:
+        said = pool.run(("environ", "CUDA_MATRIX_POOL_TEST"), timeout_s=30)
+    assert said == ["set after the server started", str(tmp_path)]
 
 
 def test_results_come_back_from_one_reused_worker():

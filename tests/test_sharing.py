@@ -7,13 +7,15 @@ import multiprocessing
 import os
 import shutil
 import subprocess
+import time
 from types import SimpleNamespace
 
 from harness.model.cell import Cell, Provenance, Timing
 from harness.model.errors import Unavailable
 from harness.model.outcome import CellKind, Outcome
 from harness.pipeline.running import shared_gpu
-from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, parent_of, shared_why
+from harness.processes import fork_server
+from harness.run.sharing import QUEUED_LIMIT_US, Neighbours, own_processes, parent_of, shared_why
 
 
 def _timing(queued_us: float | None, shared: str | None = None) -> Timing:
@@ -30,7 +32,7 @@ class _FakeNvml:
 
 def _neighbours(pids: list[int]) -> Neighbours:
     found = Neighbours.__new__(Neighbours)
-    found._nvml, found._handle, found.ours = _FakeNvml(pids), 1, {os.getpid(), os.getppid()}
+    found._nvml, found._handle, found.ours = _FakeNvml(pids), 1, own_processes()
     return found
 
 
@@ -64,6 +66,32 @@ def test_the_run_s_other_workers_are_not_another_s_processes():
         sibling.kill()
         sibling.wait()
     assert seen == [f"pid {grandparent} (1.0 GiB)"]
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_from_the_fork_server_the_run_and_its_other_workers_are_not_another_s_processes():
+    """A worker forked by the fork server (harness.processes) is the server's child, not the
+    run's: the run (which holds a CUDA context of its own, from the device probe) and the run's
+    other workers, children of the server too, are still the run's. The run's parent is not."""
+    context = fork_server()
+    sibling = context.Process(target=_sleep, args=(30,), daemon=True)
+    sibling.start()
+    answer = context.Queue()
+    outsider = os.getppid()
+    try:
+        worker = context.Process(
+            target=_others_seen_by_a_child, args=([sibling.pid, os.getpid(), outsider], answer)
+        )
+        worker.start()
+        seen = answer.get(timeout=60)
+        worker.join()
+    finally:
+        sibling.kill()
+        sibling.join()
+    assert seen == [f"pid {outsider} (1.0 GiB)"]
 
 
 def test_a_process_s_parent_is_read_from_proc_even_with_parentheses_in_its_name(tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import signal
 import sys
@@ -27,13 +26,11 @@ from typing import Any
 from harness.model.declared import Declared
 from harness.model.discovery import KernelFolder, load_kernel
 from harness.model.errors import SpecError
-from harness.processes import describe_exit
+from harness.processes import describe_exit, fork_server
 from harness.sandbox import Confinement, SandboxUnavailable, confine
 
 # What a spec's child may send: a spec's cases at ~100 bytes each, 500k of them.
 MAX_MESSAGE_BYTES = 64 << 20
-# Modules every spec imports, loaded once into the process the children are forked from.
-PRELOAD = ["numpy", "harness.model.discovery", "harness.vendor"]
 
 
 def read_all(
@@ -76,8 +73,7 @@ def in_spec_children(
     function (the child imports it by name), its argument and result plain JSON. Each child
     confines itself to `confinement` before it imports the spec (None: not confined);
     `progress(done, total)` is told as each child ends."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    context = fork_server()
     parallel = max(1, os.cpu_count() or 1)
     pending = list(jobs)
     running: list[_Child] = []

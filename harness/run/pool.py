@@ -2,9 +2,9 @@
 
 A kernel that writes out of bounds leaves its CUDA context unusable for the rest of the process,
 one that deadlocks never returns, and one that traps can take the interpreter down. So jobs go to
-a spawned worker; when it dies, runs past the job's timeout, or asks to be replaced (after a
-sticky CUDA error), run() raises WorkerFault for that job and the next job starts in a fresh
-worker.
+a worker process (forked by the fork server, harness.processes); when it dies, runs past the
+job's timeout, or asks to be replaced (after a sticky CUDA error), run() raises WorkerFault for
+that job and the next job starts in a fresh worker.
 
 A worker runs a kernel's spec, which is Python a user wrote: what it sends back is JSON, read
 and checked here, never a pickle (which would run whatever it was made to run in this process).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from harness.model.errors import KernelFailed
-from harness.processes import describe_exit
+from harness.processes import describe_exit, fork_server
 
 
 class WorkerFault(KernelFailed):
@@ -64,8 +65,18 @@ MAX_REPLY_BYTES = 256 << 20
 
 
 def _worker_main(
-    serve: Serve, setup: Callable[[Any], Any], setup_arg: Any, conn: Connection
+    serve: Serve,
+    setup: Callable[[Any], Any],
+    setup_arg: Any,
+    conn: Connection,
+    started_in: tuple[dict[str, str], str],
 ) -> None:
+    # Forked by the fork server, it has the server's environment and folder: take the run's, as
+    # they are now, as a process the run started itself would have them.
+    environment, folder = started_in
+    os.environ.clear()
+    os.environ.update(environment)
+    os.chdir(folder)
     state = setup(setup_arg)
     conn.send_bytes(_READY)
     while True:
@@ -102,7 +113,8 @@ class WorkerPool:
 
     def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
         self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
-        self._context = multiprocessing.get_context("spawn")  # never fork a CUDA process
+        # forked from the fork server, which holds no CUDA context: never fork a CUDA process
+        self._context = fork_server()
         self._worker: _Worker | None = None
         self._starting = False  # a worker is up but has not said it is ready
         self._posted: list[Any] = []  # jobs sent ahead to the worker up now, not yet answered
@@ -124,7 +136,13 @@ class WorkerPool:
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=_worker_main,
-            args=(self._serve, self._setup, self._setup_arg, child),
+            args=(
+                self._serve,
+                self._setup,
+                self._setup_arg,
+                child,
+                (dict(os.environ), os.getcwd()),
+            ),
             daemon=True,
         )
         process.start()

@@ -2,9 +2,10 @@
 
 Two witnesses, either enough. NVML's list of the processes that hold a context on the GPU, where
 it can be believed: it must list this process itself (a container with a PID namespace of its
-own, or a sandbox, shows other numbers or none), and then any process beyond this one, its
-parent and its parent's other children (the run's workers of other kernels, which wait on the
-GPU's quiet lock while this one times: harness.run.quiet) is another's. And the samples
+own, or a sandbox, shows other numbers or none), and then any process beyond this one, the run's
+(which started it), its parent (the fork server it was forked from, or the run) and their other
+children (the run's workers of other kernels, which wait on the GPU's quiet lock while this one
+times: harness.run.quiet) is another's. And the samples
 themselves, which need nothing: where another process's work is scheduled between ours, every
 sample waits out a time slice of it before it runs (Timing.queued_us). Measured on an H200
 beside a process running bf16 GEMMs: 0.3-2.5 ms a sample (median 2.4 ms), against 7-25 us
@@ -13,6 +14,7 @@ alone; the SM clock fell from 1980 to 1630-1740 MHz, and medians rose by up to 2
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ class Neighbours:
             self._nvml = nvml
         except Exception as error:  # no NVML library, an old driver, a GPU it cannot see
             self._handle = Unavailable(f"NVML cannot be asked ({type(error).__name__}: {error})")
-        self.ours = {os.getpid(), os.getppid()}
+        self.ours = own_processes()
 
     def others(self) -> list[str] | Unavailable:
         """The other processes with a context on this GPU, each as `pid N (X GiB)`."""
@@ -59,8 +61,15 @@ class Neighbours:
         return [
             f"pid {pid} ({memory / 2**30:.1f} GiB)"
             for pid, memory in sorted(found.items())
-            if pid not in self.ours and parent_of(pid) != os.getppid()
+            if pid not in self.ours and parent_of(pid) not in self.ours
         ]
+
+
+def own_processes() -> set[int]:
+    """This process, the run's (which started it) and its parent (the fork server it was forked
+    from, or the run)."""
+    starter = multiprocessing.parent_process()
+    return {os.getpid(), os.getppid(), *([starter.pid] if starter and starter.pid else [])}
 
 
 def parent_of(pid: int) -> int | None:
