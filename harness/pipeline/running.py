@@ -72,12 +72,12 @@ class GpuJob:
 
 @dataclass(frozen=True)
 class Gpu:
-    """A GPU's workers: how one is set up, and the first one, started before the kernels are
-    known."""
+    """A GPU's workers: how one is set up, and the first ones, started before the kernels are
+    known (first_workers()), which the first kernels take in turn."""
 
     setup: WorkerSetup
     workers: Workers
-    first: WorkerPool
+    first: tuple[WorkerPool, ...]
     keeping: Keeping  # what its workers offer to the host cache
 
     def pool(self, kernel: Kernel) -> WorkerPool:
@@ -92,10 +92,18 @@ class Gpu:
 WORKERS_AHEAD = 4
 
 
+def first_workers(lanes: int, kernels: int) -> int:
+    """How many workers a GPU starts before the kernels are known: as many as its lanes' first
+    turns want up (each lane's kernel, and the next ones' up to WORKERS_AHEAD past the last
+    lane's), at most one per kernel selected. Started later, the lanes' first cases would wait
+    out their start (~1-2 s each on an H200 machine) instead of the load and compile stages."""
+    return max(1, min(lanes + WORKERS_AHEAD - 1, kernels))
+
+
 def start_workers(
     up: contextlib.ExitStack, context: RunContext, workers: Workers
 ) -> dict[int, Gpu]:
-    """Each GPU, by ordinal, with its first worker starting (its imports and CUDA context
+    """Each GPU, by ordinal, with its first workers starting (their imports and CUDA contexts
     overlap the load and compile stages); what `up` closes."""
     devices = context.devices
     if isinstance(devices, Unavailable):
@@ -118,9 +126,12 @@ def start_workers(
             host_cache=context.options.cache_dir if kept.max_gib > 0 else None,
             keep_min_s_per_gib=kept.min_s_per_gib,
         )
-        first = WorkerPool(workers.start, workers.serve, _offering(setup, keeping))
-        up.enter_context(first).start()
-        gpus[device.ordinal] = Gpu(setup, workers, first, keeping)
+        first = []
+        for _ in range(first_workers(context.matrix.timer.lanes, len(context.folders))):
+            pool = WorkerPool(workers.start, workers.serve, _offering(setup, keeping))
+            up.enter_context(pool).start()
+            first.append(pool)
+        gpus[device.ordinal] = Gpu(setup, workers, tuple(first), keeping)
     return gpus
 
 
@@ -159,11 +170,7 @@ def run_on_gpus(
     def drive(device: DeviceInfo, groups: list[list[GpuJob]]) -> None:
         gpu = gpus[device.ordinal]
         with contextlib.ExitStack() as up:
-            pools = [gpu.first]
-            pools += [up.enter_context(gpu.pool(group[0].kernel)) for group in groups[1:]]
-            for group, pool in zip(groups, pools, strict=True):
-                if group[0].kernel.declared.preload:  # an import of seconds (torch): from now
-                    pool.start()
+            pools = _pools(gpu, groups, up)
             turns = _Turns(context, groups, pools)
             lanes = Lanes(device.memory_bytes)
 
@@ -182,6 +189,26 @@ def run_on_gpus(
 
     busy = [(d, q) for d, q in zip(devices, parts, strict=True) if q]
     _all_at_once(lambda pair: drive(*pair), busy)
+
+
+def _pools(gpu: Gpu, groups: list[list[GpuJob]], up: contextlib.ExitStack) -> list[WorkerPool]:
+    """A worker for each group's kernel: the GPU's first workers for the first kernels, in
+    order, but a kernel whose vendor needs a module that takes seconds to import (torch), which
+    gets one of its own, importing it from now on; the first workers left over are closed."""
+    first = list(gpu.first)
+    pools = []
+    for group in groups:
+        kernel = group[0].kernel
+        if first and not kernel.declared.preload:
+            pools.append(first.pop(0))
+            continue
+        pool = up.enter_context(gpu.pool(kernel))
+        if kernel.declared.preload:
+            pool.start()
+        pools.append(pool)
+    for spare in first:  # more than this GPU's part has kernels
+        spare.close(wait=False)
+    return pools
 
 
 def _all_at_once(call: Callable[[T], None], each: Iterable[T]) -> None:
