@@ -145,8 +145,8 @@ def run_pipeline(
     results: Results | None = None
     try:
         with contextlib.ExitStack() as up:
-            # Each GPU's first worker starts now: its imports and CUDA context overlap the load
-            # and compile stages, and it takes the first kernel to run.
+            # Each GPU's first workers start now: their CUDA contexts overlap the load and
+            # compile stages, and they take the first kernels to run.
             gpus = start_workers(up, context, workers or Workers()) if Stage.RUN in stages else {}
             sinks: list[Sink] = [store.LiveReport(files), ProgressLines()]
             if options.history is not None and options.commit:
