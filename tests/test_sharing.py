@@ -48,20 +48,24 @@ def _others_seen_by_a_child(pids: list[int], answer) -> None:
     answer.put(_neighbours([os.getpid(), *pids]).others())
 
 
+def _seen_by_a_worker(context, listed: list[int]) -> list[str]:
+    """What a worker started in `context` calls another's, NVML listing it and `listed`."""
+    answer = context.Queue()
+    worker = context.Process(target=_others_seen_by_a_child, args=(listed, answer))
+    worker.start()
+    seen = answer.get(timeout=60)
+    worker.join()
+    return seen
+
+
 def test_the_run_s_other_workers_are_not_another_s_processes():
     """A worker of another kernel, a child of the run's process too, waits on the GPU's quiet
     lock while this one times: it is not another's use of the GPU. The run's parent is."""
     context = multiprocessing.get_context("fork")  # no CUDA here: fork is safe
     sibling = subprocess.Popen(["sleep", "30"])
-    answer = context.Queue()
     grandparent = os.getppid()
     try:
-        worker = context.Process(
-            target=_others_seen_by_a_child, args=([sibling.pid, grandparent], answer)
-        )
-        worker.start()
-        seen = answer.get(timeout=30)
-        worker.join()
+        seen = _seen_by_a_worker(context, [sibling.pid, grandparent])
     finally:
         sibling.kill()
         sibling.wait()
@@ -79,15 +83,9 @@ def test_from_the_fork_server_the_run_and_its_other_workers_are_not_another_s_pr
     context = fork_server()
     sibling = context.Process(target=_sleep, args=(30,), daemon=True)
     sibling.start()
-    answer = context.Queue()
     outsider = os.getppid()
     try:
-        worker = context.Process(
-            target=_others_seen_by_a_child, args=([sibling.pid, os.getpid(), outsider], answer)
-        )
-        worker.start()
-        seen = answer.get(timeout=60)
-        worker.join()
+        seen = _seen_by_a_worker(context, [sibling.pid, os.getpid(), outsider])
     finally:
         sibling.kill()
         sibling.join()
