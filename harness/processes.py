@@ -21,17 +21,6 @@ from typing import Literal
 
 _STDERR = {"pipe": subprocess.PIPE, "stdout": subprocess.STDOUT, "discard": subprocess.DEVNULL}
 KILL_WAIT_S = 30  # for the pipes to close once a timed-out group is killed
-# What the run's Python children import (each spec's child, harness.model.spec_children; each GPU
-# worker, harness.run.pool): imported once, by the fork server they are forked from, so a child
-# starts with them imported (in ~10 ms, where a spawned one takes 0.4-0.6 s on an H200 machine to
-# import them). None of them initializes CUDA, so a child forked from the server may.
-FORKED_PRELOAD = (
-    "numpy",
-    "harness.model.discovery",
-    "harness.vendor",
-    "harness.run.worker",
-    "harness.run.case",
-)
 
 
 @dataclass(frozen=True)
@@ -101,9 +90,12 @@ def kill_group(process: subprocess.Popen[str]) -> None:
 
 
 def fork_server() -> multiprocessing.context.ForkServerContext:
-    """The context the run's Python children start in: forked by multiprocessing's fork server,
-    which is started now if it is not up, and imports FORKED_PRELOAD while the caller goes on."""
+    """The context the run's Python children start in (each spec's child, each GPU worker):
+    forked by multiprocessing's fork server, which is started now if it is not up, and imports
+    what they all import (harness.forked) while the caller goes on. A child then starts with
+    them imported, in ~10 ms, where a spawned one takes 0.4-0.6 s on an H200 machine to import
+    them. None of them initializes CUDA, so a child forked from the server may."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(FORKED_PRELOAD))
+    context.set_forkserver_preload(["harness.forked"])
     multiprocessing.forkserver.ensure_running()
     return context

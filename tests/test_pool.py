@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from harness.model.errors import KernelFailed
 from harness.processes import fork_server
 from harness.run.pool import WorkerFault, WorkerPool
 from tests import fake_workers
+from tests.conftest import ROOT
 
 CRASH = re.compile(r"^worker process .* during this job$")  # what a worker that died says
 
@@ -172,3 +175,30 @@ def test_a_worker_closed_without_waiting_is_killed_now_and_joined_when_the_pool_
     assert joined[0] == pid
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed, and reaped
+
+
+def test_a_module_the_fork_server_cannot_import_fails_only_what_needs_it(tmp_path):
+    """A cuda-python that raises on import (not ImportError: a driver library it cannot load)
+    leaves the fork server up: a child that does not need it starts and ends well; one that does
+    fails in itself, saying why."""
+    broken = tmp_path / "cuda"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise RuntimeError('no driver library here')\n")
+    script = (
+        "import importlib\n"
+        "from harness.processes import fork_server\n"
+        "if __name__ == '__main__':\n"
+        "    context = fork_server()\n"
+        "    needs_cuda = (importlib.import_module, ('harness.run.case',))\n"
+        "    for target, args in ((print, ('forked',)), needs_cuda):\n"
+        "        child = context.Process(target=target, args=args)\n"
+        "        child.start()\n"
+        "        child.join()\n"
+        "        print('exit', child.exitcode, flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["forked", "exit", "0", "exit", "1"], done.stderr
+    assert "RuntimeError: no driver library here" in done.stderr
