@@ -60,7 +60,7 @@ from harness.run.stand_in import FactLog
 from harness.run.stray import Extreme, said, stray_reads
 from harness.run.throughput import beyond_peak, throughput
 from harness.run.timer import ClockProbe, StreamGate, measure
-from harness.run.vendor_timing import measure_vendor
+from harness.run.vendor_timing import import_quietly, measure_vendor
 from harness.run.verify import (
     changed_elements,
     check_declared_bytes,
@@ -275,6 +275,12 @@ class GpuRuntime:
         self.prepare_ahead(upcoming[:AHEAD_CASES], timed)
         waiting = time.monotonic()
         host = prepared.result() if prepared else self.host_work(kernel, case, module)
+        if timed and kernel.spec.vendor:
+            # The library its vendor imports (begun at the worker's start), in before the case
+            # takes the GPU's lock: an import beside a timing slows the timing's host loop, for
+            # the interpreter's lock, and the vendor's set-up would wait for it in its hold.
+            for library in kernel.spec.vendor.preload:
+                import_quietly(library)
         host_wait_s = time.monotonic() - waiting
         try:
             return self._run_case(kernel, case, module, cell, host, fresh, host_wait_s)
@@ -417,7 +423,8 @@ class GpuRuntime:
                 beyond_peak(work, cell.throughput, self.info)
                 if kernel.spec.vendor:
                     stream = StreamRef(int(self.stream.handle), self.info.ordinal)
-                    # the library sets itself up on the GPU; its timing turns the hold exclusive
+                    # The library sets itself up on the GPU under the shared hold, where the
+                    # other lanes' checks go on; its timing turns the hold exclusive.
                     with spent.on("timing"), self.gpu():
                         cell.vendor = _spec_step(
                             kernel,
@@ -427,6 +434,7 @@ class GpuRuntime:
                             seen,
                             inputs,
                             stream,
+                            self._run_once,
                             lambda run: self.measure(run, lambda: None),
                             timing,
                             work,
@@ -491,6 +499,11 @@ class GpuRuntime:
         listed = [found for found in (before, after) if isinstance(found, list)]
         others = sorted({pid for found in listed for pid in found}) if listed else before
         return dataclasses.replace(timing, shared_gpu=shared_why(timing, others))
+
+    def _run_once(self, run: Callable[[], None]) -> None:
+        """What `run` enqueues on the stream, run and waited for."""
+        run()
+        self.stream.sync()
 
     def _live(self, module: Module) -> LiveDevice:
         """This GPU as setup() asks it, occupancy by `module`, the build the case runs."""
