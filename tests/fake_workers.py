@@ -69,7 +69,9 @@ class _Planted:
 # `<kernel> <case> <begun> <timing began> <timing ended> <ended>` (time.time()) to the file; with
 # FAKE_GPU_HANG=<kernel>::<case> too, that case hangs holding the lock shared, as a kernel that
 # never returns from its checked launch does; with FAKE_GPU_MEET=<folder>, each case waits (up
-# to 20 s) before its check until cases of two kernels have begun.
+# to 20 s) before its check until cases of two kernels have begun. With
+# FAKE_GPU_PREPARE_S=<kernel>:<seconds>, the worker of that kernel answers the first cases it is
+# told of that much later.
 
 
 def fake_gpu(setup):
@@ -109,6 +111,10 @@ def serve_case(state, job):
 
     if isinstance(job, Prepare):
         state.setdefault("specs", set()).update(str(j.spec_file) for j in job.jobs)
+        slow, _, seconds = os.environ.get("FAKE_GPU_PREPARE_S", "").rpartition(":")
+        spec = job.jobs[0].spec_file if job.jobs else None
+        if spec is not None and slow == f"{spec.parent.parent.name}.{spec.parent.name}":
+            time.sleep(float(seconds))  # as a worker importing its vendor's library answers
         return Reply(len(job.jobs))
     state.setdefault("specs", set()).add(str(job.spec_file))
     state["served"] += 1

@@ -179,3 +179,19 @@ def test_a_kernel_that_hangs_holding_the_gpu_fails_alone(
     assert hung.outcome is Outcome.FAILED and "timeout" in hung.message, hung.message
     others = [cells["big_smem", "blocks1"], cells["add_one", "n1"], cells["add_one", "n1000"]]
     assert [c.outcome for c in others] == [Outcome.PASSED] * 3, [c.message for c in others]
+
+
+def test_a_kernel_whose_worker_has_not_caught_up_is_passed_over_and_runs_once_it_has(
+    matrix, toolchain, project, tmp_path, monkeypatch
+):
+    """One lane, two kernels: the first in order, whose worker answers late (as one importing
+    torch for its vendor does), runs after the other, not waited for before it."""
+    (tmp_path / "first").mkdir()
+    _, spans = _run(matrix, toolchain, project, tmp_path / "first", monkeypatch, lanes=1)
+    first = spans[0][0]
+    slow = {"FAKE_GPU_PREPARE_S": f"{first}:1.5"}
+    cells, spans = _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes=1, **slow)
+    assert {c.outcome for c in cells.values()} == {Outcome.PASSED} and len(cells) == 4
+    order = [kernel for kernel, *_ in spans]
+    assert order[:2] != [first] * 2 and order[-1] == first, order
+    assert spans[0][1] < min(begun for kernel, begun, *_ in spans if kernel == first) - 1.0

@@ -154,6 +154,41 @@ def test_a_posted_job_that_kills_the_worker_leaves_the_next_job_a_fresh_one():
     assert after[:2] == ["t", 2] and after[2] != first[2]
 
 
+def _until(ask, seconds: float = 30.0) -> bool:
+    """Whether `ask()` became true within `seconds`, asked every 10 ms."""
+    deadline = time.monotonic() + seconds
+    while not ask():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_worker_has_caught_up_once_it_is_ready_and_has_answered_what_was_posted():
+    with _pool() as pool:
+        assert not pool.caught_up() and not pool.on_its_way()  # no worker up
+        pool.start()
+        assert pool.on_its_way()
+        assert _until(pool.caught_up)  # ready, nothing posted
+        pool.post(("ok", 1))
+        assert _until(pool.caught_up)  # answered; its reply read and dropped
+        answer = pool.run(("ok", 2), timeout_s=30)
+        assert answer[:2] == ["t", 2] and pool.start_s == 0.0  # the run waited for nothing
+        pool.post(("hang", 0))
+        time.sleep(0.3)
+        assert not pool.caught_up() and pool.on_its_way()  # its posted job is not answered
+
+
+def test_a_worker_that_fails_to_start_is_never_caught_up_and_its_fault_goes_to_the_next_job():
+    with WorkerPool(fake_workers.setup_that_exits, fake_workers.serve, "t") as pool:
+        pool.start()
+        assert not _until(pool.caught_up, seconds=3.0)
+        assert not pool.on_its_way()  # waiting for it changes nothing
+        with pytest.raises(WorkerFault) as died:
+            pool.run(("ok", 1), timeout_s=30)
+    assert CRASH.match(str(died.value)) and "exited with status 4" in str(died.value)
+
+
 def test_a_worker_closed_without_waiting_is_killed_now_and_joined_when_the_pool_exits(
     monkeypatch,
 ):

@@ -90,6 +90,7 @@ class Gpu:
 # A worker's start (its imports and CUDA context, ~1.2 s on an H200 machine) and its first
 # cases' host work (up to ~1 s) outlast most kernels' turns there (0.4-1.4 s).
 WORKERS_AHEAD = 4
+CAUGHT_UP_POLL_S = 0.005  # how often a lane with no kernel to take asks the workers again
 
 
 def first_workers(lanes: int, kernels: int) -> int:
@@ -236,24 +237,44 @@ def _all_at_once(call: Callable[[T], None], each: Iterable[T]) -> None:
 
 class _Turns:
     """A GPU's kernels, handed out in order to its lanes, each with its worker; the workers of
-    the next WORKERS_AHEAD kernels told their first cases as each is handed out."""
+    the next WORKERS_AHEAD kernels told their first cases as each is handed out.
+
+    Of those WORKERS_AHEAD kernels, a lane takes the first whose worker has caught up (is up,
+    and has answered what it was told): one still starting, or importing what its vendor needs
+    (torch takes 5-7 s on an H200 machine), keeps its place at the front while the lanes' time
+    goes to kernels that can run now. Where none has caught up, the lane waits for the first
+    that does; where none of them is on its way to it (their workers failed), it takes the
+    first, whose run says why."""
 
     def __init__(self, context: RunContext, groups: list[list[GpuJob]], pools: list[WorkerPool]):
         self._context, self._groups, self._pools = context, groups, pools
-        self._next, self._prepared = 0, 0
+        self._left = list(range(len(groups)))  # the kernels not handed out, in order
+        self._prepared: set[int] = set()
         self._lock = threading.Lock()
 
     def next(self) -> tuple[list[GpuJob], WorkerPool] | None:
         with self._lock:
-            index = self._next
-            if index >= len(self._groups):
+            if not self._left:
                 return None
-            self._next += 1
-            # this kernel's worker, and the next ones': up, and preparing their first cases
-            for ahead in range(self._prepared, min(index + WORKERS_AHEAD, len(self._groups))):
-                self._pools[ahead].post(_prepare(self._context, self._groups[ahead]))
-                self._prepared = ahead + 1
-            return self._groups[index], self._pools[index]
+            ahead = self._left[:WORKERS_AHEAD]
+            for index in ahead:  # their workers: up, and preparing their first cases
+                if index not in self._prepared:
+                    self._pools[index].post(_prepare(self._context, self._groups[index]))
+                    self._prepared.add(index)
+            chosen = self._first_caught_up(ahead)
+            self._left.remove(chosen)
+            return self._groups[chosen], self._pools[chosen]
+
+    def _first_caught_up(self, ahead: list[int]) -> int:
+        deadline = time.monotonic() + self._context.case_timeout_s
+        while time.monotonic() < deadline:
+            for index in ahead:
+                if self._pools[index].caught_up():
+                    return index
+            if not any(self._pools[index].on_its_way() for index in ahead):
+                break
+            time.sleep(CAUGHT_UP_POLL_S)
+        return ahead[0]
 
 
 def _run_in_lane(

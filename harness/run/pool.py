@@ -118,6 +118,7 @@ class WorkerPool:
         self._worker: _Worker | None = None
         self._starting = False  # a worker is up but has not said it is ready
         self._posted: list[Any] = []  # jobs sent ahead to the worker up now, not yet answered
+        self._start_fault: WorkerFault | None = None  # how the last worker failed to start
         self._exiting: list[multiprocessing.process.BaseProcess] = []  # killed, not yet joined
         self.start_s = 0.0
 
@@ -178,16 +179,44 @@ class WorkerPool:
             return
         self._posted.append(job)
 
+    def caught_up(self) -> bool:
+        """Whether a job run now would be taken at once: a worker is up, has said it is ready,
+        and has answered every job posted to it. Never waits; what it reads, run() need not."""
+        worker = self._worker
+        if worker is None or self._start_fault is not None:
+            return False
+        if self._starting:
+            if not worker.conn.poll(0):
+                return False
+            try:
+                self._ready(time.monotonic(), 0.0)
+            except WorkerFault as fault:  # the next job is told, as if it had found it
+                self._start_fault = fault
+                return False
+        try:
+            while self._posted and worker.conn.poll(0):
+                self._posted_reply(worker, time.monotonic(), 0.0)
+        except WorkerFault:  # as run() does: the next job goes to a fresh worker
+            return False
+        return not self._posted
+
+    def on_its_way(self) -> bool:
+        """Whether a worker is up that has yet to say it is ready or to answer what was posted
+        to it: caught_up() may become true without another job."""
+        return self._worker is not None and (self._starting or bool(self._posted))
+
     def run(self, job: Any, timeout_s: float) -> Any:
         """The job's result, as JSON values; WorkerFault saying how the worker failed it. The
         timeout covers a fresh worker's start too, and the jobs posted ahead of it."""
         started = time.monotonic()
         self.start_s = 0.0
+        if self._start_fault is not None:  # found by caught_up()
+            fault, self._start_fault = self._start_fault, None
+            raise fault
         worker = self._ready(started, timeout_s)
         try:
             while self._posted:  # what a posted job did is for this one to use; its reply not
-                self._posted.pop(0)
-                if self._reply(worker, started, timeout_s).replace_me:
+                if self._posted_reply(worker, started, timeout_s).replace_me:
                     break
         except WorkerFault:  # it failed the worker: this job goes to a fresh one
             pass
@@ -220,6 +249,11 @@ class WorkerPool:
             self._starting = False
             self.start_s = time.monotonic() - started
         return worker
+
+    def _posted_reply(self, worker: _Worker, started: float, timeout_s: float) -> Reply:
+        """The reply to the first job posted ahead, read and dropped from what waits."""
+        self._posted.pop(0)
+        return self._reply(worker, started, timeout_s)
 
     def _reply(self, worker: _Worker, started: float, timeout_s: float) -> Reply:
         """The worker's next reply within what is left of `timeout_s`; WorkerFault (the worker

@@ -13,7 +13,6 @@ checked by the run's process.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from harness.model.spec import Case
 from harness.run.device import DeviceInfo
 from harness.run.host_cache import HostCache
 from harness.run.pool import Reply
+from harness.run.vendor_timing import import_quietly
 from harness.sandbox import Confinement, confine
 
 
@@ -57,7 +57,8 @@ class CaseJob:
 
 @dataclass(frozen=True)
 class Prepare:
-    """The first jobs of the worker's kernel, to start their host work: answered at once."""
+    """The first jobs of the worker's kernel, to start their host work: answered once that
+    has begun and what the kernel's vendor imports is in."""
 
     jobs: tuple[CaseJob, ...]
 
@@ -124,8 +125,10 @@ class _Worker:
             self._bind(job.jobs[0].spec_file)
             upcoming = self._upcoming(job.jobs)
             self.runtime.prepare_ahead(upcoming)
+            # Answered once what its vendor imports is in (begun at the worker's start): until
+            # then the run passes this kernel over for one whose worker has answered.
             for module in upcoming[0].kernel.declared.preload if upcoming else ():
-                self.runtime.beside(_import_quietly, module)  # where its start did not
+                import_quietly(module)
             return Reply(len(job.jobs))
         self._bind(job.spec_file)
         kernel, case = self._case_of(job)
@@ -143,7 +146,7 @@ class _Worker:
     def _preload(self, module: str) -> None:
         if self.host_cache is not None:
             self.host_cache.recorder.quiet()
-        _import_quietly(module)
+        import_quietly(module)
 
     def _bind(self, *spec_files: Path) -> None:
         """Serve the kernel of `spec_files` (a PairJob's two, one otherwise) from now on;
@@ -204,14 +207,6 @@ class _Worker:
         if len(named) != 1:
             raise SpecError(f"{spec_file}: no longer declares one case {case_name!r}")
         return kernel, named[0]
-
-
-def _import_quietly(module: str) -> None:
-    """`module` imported ahead of its use; where it cannot be, its use says so."""
-    try:
-        importlib.import_module(module)
-    except Exception:  # ImportError and whatever a broken install raises: prepare()'s to report
-        return
 
 
 def start(setup: WorkerSetup) -> _Worker:
