@@ -234,3 +234,25 @@ def test_a_toolkit_installed_at_a_path_builds_as_its_wheels_do(matrix, tmp_path)
         assert cell.detail.startswith(f"{toolchain.nvcc} "), cell.detail[:200]
         identities.append(cell.compile.code_identity)
     assert identities[0] == identities[1]
+
+
+def test_a_command_that_forks_starts_the_fork_server_before_it_imports_the_pipeline(tmp_path):
+    """The server's imports (~1 s on an H200 machine) overlap the command's own (~0.8 s): it
+    is asked for before harness.pipeline is imported; a command that never forks never asks."""
+    probe = (
+        "import sys\n"
+        "from harness import processes\n"
+        "asked = []\n"
+        "processes.fork_server = lambda: asked.append('harness.pipeline' in sys.modules)\n"
+        "from harness.__main__ import main\n"
+        "for words in (['check', 'no_such_target'], ['report', '--help']):\n"
+        "    try:\n"
+        "        main(words)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(asked)\n"
+    )
+    said = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert said.stdout.strip().splitlines()[-1] == "[False]", said.stdout + said.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from harness import processes
 from harness.commands import environment
 from harness.pipeline.console import print_summary
 from harness.pipeline.stages import run_target
@@ -13,7 +12,6 @@ from harness.pipeline.stages import run_target
 
 def main(args: argparse.Namespace) -> int:
     """`test <target>`: compile the target and run it on this machine's GPUs."""
-    processes.fork_server()  # its imports overlap finding nvcc and the GPUs
     matrix, (target,) = environment.matrix_and_targets(args.matrix, [args.target])
     nvcc = environment.toolchain(target)
     gpus = environment.devices(matrix)
