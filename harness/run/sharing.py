@@ -58,11 +58,15 @@ class Neighbours:
             return Unavailable(f"NVML lists no processes here ({type(error).__name__}: {error})")
         if os.getpid() not in found:
             return Unavailable("NVML does not list this process: its process IDs are not ours")
-        return [
-            f"pid {pid} ({memory / 2**30:.1f} GiB)"
-            for pid, memory in sorted(found.items())
-            if pid not in self.ours and parent_of(pid) not in self.ours
-        ]
+        named = []
+        for pid, memory in sorted(found.items()):
+            parent = parent_of(pid)
+            # None: no process here by that number, as NVML shares this PID namespace: one gone
+            # since, or an entry of a list read while it changed (a worker exiting), seen on an
+            # H200 as "pid 909670445 (7409022433.8 GiB)"
+            if parent is not None and pid not in self.ours and parent not in self.ours:
+                named.append(f"pid {pid} ({memory / 2**30:.1f} GiB)")
+        return named
 
 
 def own_processes() -> set[int]:
