@@ -310,6 +310,23 @@ def _digest_on_host(raw: np.ndarray) -> int:
     return int(z.sum(dtype=np.uint64))
 
 
+def test_the_probe_reads_the_gpu_as_cuda_core_does(matrix, gpu):
+    """The probe reads the driver API without cuda.core (its import is on the run's start):
+    what it reads is what cuda.core reads."""
+    from cuda.core import Device, system
+
+    device = Device(gpu.ordinal)
+    properties = device.properties
+    assert gpu.name == device.name and gpu.uuid == str(device.uuid)
+    assert (gpu.cc.major, gpu.cc.minor) == tuple(device.compute_capability)
+    assert gpu.sm_count == properties.multiprocessor_count
+    assert gpu.l2_bytes == properties.l2_cache_size
+    assert gpu.smem_optin_bytes == properties.max_shared_memory_per_block_optin
+    assert gpu.default_sm_clock_mhz == properties.clock_rate / 1000.0
+    major, *rest = system.get_kernel_mode_driver_version()
+    assert gpu.driver == ".".join([str(major), *(f"{part:02d}" for part in rest)])
+
+
 def test_device_digests_are_the_documented_sum_and_see_every_change(gpu):
     from cuda.bindings import driver
     from cuda.core import Device
