@@ -185,7 +185,8 @@ def test_a_kernel_whose_worker_has_not_caught_up_is_passed_over_and_runs_once_it
     matrix, toolchain, project, tmp_path, monkeypatch
 ):
     """One lane, two kernels: the first in order, whose worker answers late (as one importing
-    torch for its vendor does), runs after the other, not waited for before it."""
+    torch for its vendor does), runs after the other, not waited for before it; what the lane
+    then still waited for it is its first case's wait for its worker."""
     (tmp_path / "first").mkdir()
     _, spans = _run(matrix, toolchain, project, tmp_path / "first", monkeypatch, lanes=1)
     first = spans[0][0]
@@ -195,3 +196,5 @@ def test_a_kernel_whose_worker_has_not_caught_up_is_passed_over_and_runs_once_it
     order = [kernel for kernel, *_ in spans]
     assert order[:2] != [first] * 2 and order[-1] == first, order
     assert spans[0][1] < min(begun for kernel, begun, *_ in spans if kernel == first) - 1.0
+    waited = [c for c in cells.values() if c.classname == first and c.worker_start_s]
+    assert len(waited) == 1 and waited[0].worker_start_s > 0.3, waited

@@ -177,12 +177,15 @@ def run_on_gpus(
 
             def lane(number: int) -> None:
                 while (turn := turns.next()) is not None:
-                    group, pool = turn
+                    group, pool, waited_s = turn  # waited for its worker to catch up
                     for at, job in enumerate(group):
                         after = group[at + 1 : at + 1 + AHEAD_CASES]
                         upcoming = tuple(_case_job(context, later) for later in after)
                         case_job = _case_job(context, job, upcoming)
-                        cell = _run_in_lane(context, lanes, number, pool, job, case_job, gpu)
+                        before_s = waited_s if at == 0 else 0.0
+                        cell = _run_in_lane(
+                            context, lanes, number, pool, job, case_job, gpu, before_s
+                        )
                         results.add([cell])
                     pool.close(wait=False)  # the lane's next kernel need not wait for its exit
 
@@ -252,7 +255,10 @@ class _Turns:
         self._prepared: set[int] = set()
         self._lock = threading.Lock()
 
-    def next(self) -> tuple[list[GpuJob], WorkerPool] | None:
+    def next(self) -> tuple[list[GpuJob], WorkerPool, float] | None:
+        """The next kernel's jobs, its worker, and how long the lane waited for it to catch
+        up (the other lanes' choosing included); None when every kernel is handed out."""
+        started = time.monotonic()
         with self._lock:
             if not self._left:
                 return None
@@ -261,12 +267,14 @@ class _Turns:
                 if index not in self._prepared:
                     self._pools[index].post(_prepare(self._context, self._groups[index]))
                     self._prepared.add(index)
-            chosen = self._first_caught_up(ahead)
+            chosen = self._first_caught_up(ahead, time.monotonic() + self._context.case_timeout_s)
             self._left.remove(chosen)
-            return self._groups[chosen], self._pools[chosen]
+            waited = time.monotonic() - started
+            if waited < CAUGHT_UP_POLL_S:  # no poll: it had caught up already
+                waited = 0.0
+            return self._groups[chosen], self._pools[chosen], waited
 
-    def _first_caught_up(self, ahead: list[int]) -> int:
-        deadline = time.monotonic() + self._context.case_timeout_s
+    def _first_caught_up(self, ahead: list[int], deadline: float) -> int:
         while time.monotonic() < deadline:
             for index in ahead:
                 if self._pools[index].caught_up():
@@ -285,14 +293,17 @@ def _run_in_lane(
     job: GpuJob,
     case_job: CaseJob,
     gpu: Gpu,
+    before_s: float = 0.0,
 ) -> Cell:
     """The job's cell, run in `lane` of its GPU; once more, alone, where it timed out beside
-    another lane's case that timed out (harness.run.lanes)."""
+    another lane's case that timed out (harness.run.lanes). `before_s`: what the lane waited
+    for its worker before it sent the job (its kernel's first)."""
     moves = job.case.work.bytes if job.case.work is not None else None
     for attempt in range(2):
         size = None if moves is None else int(moves)
         with lanes.flight(lane, size, alone=attempt == 1) as flight:
-            cell, flight.timed_out = _run_one(context, pool, job, case_job, gpu)
+            waited_s = before_s if attempt == 0 else 0.0
+            cell, flight.timed_out = _run_one(context, pool, job, case_job, gpu, waited_s)
         if not flight.timed_out or attempt == 1 or not lanes.flight_again(flight):
             break
     return cell
@@ -304,10 +315,16 @@ def _prepare(context: RunContext, group: list[GpuJob]) -> Prepare:
 
 
 def _run_one(
-    context: RunContext, pool: WorkerPool, job: GpuJob, case_job: CaseJob, gpu: Gpu
+    context: RunContext,
+    pool: WorkerPool,
+    job: GpuJob,
+    case_job: CaseJob,
+    gpu: Gpu,
+    before_s: float = 0.0,
 ) -> tuple[Cell, bool]:
     """The job's cell, and whether it timed out; what its worker offers to the host cache is
-    kept as the kernel's."""
+    kept as the kernel's. `before_s`: what the lane waited for the worker to catch up before
+    it sent the job, counted as the case's wait for its worker's start."""
     started = time.monotonic()
     timed_out = False
     try:
@@ -320,13 +337,13 @@ def _run_one(
         planned = PlannedCell(CellKind.CASE, job.case.name)
         cell = settled_cell(job.kernel, planned, context.target, context.provenance, fault)
         timed_out = isinstance(fault, TimedOut)
-    waited = time.monotonic() - started
+    waited = time.monotonic() - started + before_s
     # a faulted case costs what the parent waited, worker start included
     cell.seconds = cell.seconds or waited
     if cell.stages is not None:
         cell.stages = dataclasses.replace(cell.stages, waited_s=round(waited, 6))
-    if pool.start_s:  # the first case, or the one after a fault
-        cell.worker_start_s = pool.start_s
+    if pool.start_s or before_s:  # a kernel's first case, or the one after a fault
+        cell.worker_start_s = pool.start_s + before_s
     cell.gpu = gpu.setup.device.ordinal
     # the parent's word, never the worker's: a spec could name another cell's key, or a source
     cell.verdict_key, cell.carried_from = job.verdict_key, None
