@@ -198,3 +198,24 @@ def test_a_kernel_whose_worker_has_not_caught_up_is_passed_over_and_runs_once_it
     assert spans[0][1] < min(begun for kernel, begun, *_ in spans if kernel == first) - 1.0
     waited = [c for c in cells.values() if c.classname == first and c.worker_start_s]
     assert len(waited) == 1 and waited[0].worker_start_s > 0.3, waited
+
+
+def test_a_worker_that_never_catches_up_costs_its_kernel_one_case_and_the_run_goes_on(
+    matrix, toolchain, project, tmp_path, monkeypatch
+):
+    """A worker that never answers the first cases it was told of (a vendor's import that
+    hangs): the lane runs the other kernel, waits for it no longer than a case's timeout, and
+    the kernel's first case fails saying so; a fresh worker runs the rest. No cell is lost."""
+    (tmp_path / "first").mkdir()
+    _, spans = _run(matrix, toolchain, project, tmp_path / "first", monkeypatch, lanes=1)
+    first = spans[0][0]
+    hang = {"FAKE_GPU_PREPARE_S": f"{first}:3600"}
+    started = time.monotonic()
+    cells, _ = _run(matrix, toolchain, project, tmp_path, monkeypatch, lanes=1, **hang)
+    assert time.monotonic() - started < 30
+    assert len(cells) == 4
+    mine = [c for c in cells.values() if c.classname == first]
+    others = [c for c in cells.values() if c.classname != first]
+    assert [c.outcome for c in others] == [Outcome.PASSED] * 2
+    failed = [c for c in mine if c.outcome is not Outcome.PASSED]
+    assert len(failed) == 1 and "timeout" in failed[0].message, [c.message for c in mine]
