@@ -438,7 +438,7 @@ def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu)
     from cuda.core import Device
 
     from harness.run.checked import check
-    from harness.run.launch import HostStaging
+    from harness.run.staging import HostStaging
 
     device = Device(gpu.ordinal)
     device.set_current()
@@ -456,6 +456,7 @@ def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu)
     staging.reset()
     kept = staging.held_bytes
     assert kept >= first.nbytes + second.nbytes  # the larger block, the smaller given back
+    assert staging.locked_bytes == kept  # the driver locked it
     landed = staging.array(data.shape, data.dtype)
     check(driver.cuMemcpyDtoH(landed.ctypes.data, int(buffer.handle), data.nbytes))
     assert np.array_equal(landed, data)
@@ -464,6 +465,13 @@ def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu)
     staging.array((1000, 3), np.dtype(np.float32))
     staging.array((5_000_000,), np.dtype(np.float64))
     assert staging.held_bytes == kept
+    # a reserved block is locked on its first array, and downloads land in it
+    staging.reserve(4 * kept)
+    staging.reset()
+    again = staging.array(data.shape, data.dtype)
+    assert staging.held_bytes == staging.locked_bytes >= 4 * kept
+    check(driver.cuMemcpyDtoH(again.ctypes.data, int(buffer.handle), data.nbytes))
+    assert np.array_equal(again, data)
     staging.close()
     assert staging.held_bytes == 0
 

@@ -45,7 +45,6 @@ from harness.run.host_cache import HostCache, Kept, LiveDevice
 from harness.run.launch import (
     POISON_BYTE,
     SECOND_POISON_BYTE,
-    HostStaging,
     Module,
     Unlaunchable,
     Workspace,
@@ -56,6 +55,7 @@ from harness.run.printed import Printed
 from harness.run.quiet import QuietLock
 from harness.run.schedule import AHEAD_CASES, AHEAD_UNKNOWN_BYTES, ahead_memory, within_memory
 from harness.run.sharing import Neighbours, shared_why
+from harness.run.staging import HostStaging
 from harness.run.stand_in import FactLog
 from harness.run.stray import Extreme, said, stray_reads
 from harness.run.throughput import beyond_peak, throughput
@@ -577,6 +577,7 @@ class GpuRuntime:
     ) -> None:
         """The fresh run on `workspace`, refilled with the fresh problem; `expected`: its
         reference."""
+        self.staging.reserve(HostStaging.bytes_for(expected.values()))  # host work: no hold
         with self.gpu():
             workspace.poison_outputs(SECOND_POISON_BYTE)
             workspace.reset_scratch()
@@ -628,6 +629,8 @@ class GpuRuntime:
                 "so an element the kernel never adds into is not caught unless the reference "
                 "expects it non-zero"
             )
+        with spent.on("verify"):  # host work, before the hold: what the downloads land in
+            self.staging.reserve(HostStaging.bytes_for(problem.outputs.values()))
         with spent.on("verify"), self.gpu():
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             guards = self.digests.of(workspace.guards)  # as filled

@@ -20,7 +20,6 @@ from cuda.core import (
     Buffer,
     Device,
     LaunchConfig,
-    LegacyPinnedMemoryResource,
     ObjectCode,
     Stream,
     TensorMapDescriptorOptions,
@@ -56,6 +55,7 @@ from harness.run.packing import (
     surface_problem,
     texture_problem,
 )
+from harness.run.staging import HostStaging
 from harness.run.stray import CONTENTS, Extreme, extreme_fill
 
 # cuda.core keeps its tensor-map enums private; the options' own default tells us the class.
@@ -165,63 +165,6 @@ def linked_for_this_device(inputs: list[Path]) -> bytes:
         return ctypes.string_at(int(cubin), int(size))  # the driver frees it with the state
     finally:
         check(driver.cuLinkDestroy(state))
-
-
-class HostStaging:
-    """Page-locked host memory that outputs are downloaded into, kept from case to case.
-
-    A download into fresh pageable memory pays for faulting in every page first: measured on an
-    H200 machine, 256 MiB took 82 ms that way (3.3 GB/s), 17 ms into pageable memory already
-    touched, and 5 ms into page-locked memory (55 GB/s). The arrays handed out stay valid until
-    the next `reset()`: each check of a case resets it before its downloads, so a check's arrays
-    never outlive it. It grows to the largest check's downloads and stays that size. Where the
-    machine will not lock that much memory (a container's limit, a host short of it), the
-    download lands in pageable memory instead: slower, never a failed cell.
-    """
-
-    ALIGN = 256
-
-    def __init__(self, resource: LegacyPinnedMemoryResource | None = None) -> None:
-        self._resource = resource or LegacyPinnedMemoryResource()
-        self._blocks: list[Buffer] = []  # the last is the one handed out from; the others
-        self._used = 0  # were, since the last reset, and may still be read
-        self._taken = 0  # bytes handed out since the last reset, in all blocks
-
-    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """An uninitialised array in page-locked memory, valid until the next reset()."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if nbytes == 0:
-            return np.empty(shape, dtype)
-        size = -(-nbytes // self.ALIGN) * self.ALIGN
-        if not self._blocks or self._used + size > self._blocks[-1].size:
-            try:  # big enough for everything handed out since the reset: the next check fits
-                block = self._resource.allocate(self._taken + size)
-            except Exception:  # no page-locked memory to be had: pageable, as without staging
-                return np.empty(shape, dtype)
-            self._blocks.append(block)
-            self._used = 0
-        at = int(self._blocks[-1].handle) + self._used
-        self._used += size
-        self._taken += size
-        memory = memoryview((ctypes.c_char * nbytes).from_address(at)).cast("B")
-        return np.frombuffer(memory, dtype).reshape(shape)
-
-    @property
-    def held_bytes(self) -> int:
-        """The page-locked memory it holds."""
-        return sum(block.size for block in self._blocks)
-
-    def reset(self) -> None:
-        """Every array handed out so far is given up; the next start over in the largest block."""
-        for old in self._blocks[:-1]:
-            old.close()
-        del self._blocks[:-1]
-        self._used = self._taken = 0
-
-    def close(self) -> None:
-        for block in self._blocks:
-            block.close()
-        self._blocks.clear()
 
 
 def _layout(problem: Problem) -> list[tuple[str, str, tuple[int, ...], str]]:
