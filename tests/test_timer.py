@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
+import math
 import statistics
 
+import numpy as np
 import pytest
 
 from harness.model.matrix import TimerSettings
-from harness.run.timer import ClockProbe, RunningNoise, measure, summarize
+from harness.model.median import median_known
+from harness.run.timer import ClockProbe, RunningNoise, StopRule, measure, summarize
 
 
 class FakeEvent:
@@ -114,13 +118,48 @@ def test_a_median_known_within_its_precision_stops_samples_that_scatter():
 
 def test_a_median_not_yet_known_within_its_precision_samples_on():
     """Half the samples 20 % slow: the median's interval spans both values whatever the count,
-    so sampling runs to max_samples."""
+    and a gap of 20 % is two modes, not the timer's step, so sampling runs to max_samples."""
     settings = dataclasses.replace(DEFAULTS, max_samples=80, median_min_samples=10)
     alternating = [1.0, 1.2] * 100
     timing = measure(
         lambda: None, lambda: None, FakeStream(alternating), FakeBuffer(), FakeGate(), settings
     )
     assert len(timing.samples_us) == 80
+
+
+def test_a_median_known_to_one_step_of_the_timer_stops_where_its_interval_cannot_narrow():
+    """A 3.3 us kernel timed in 32 ns steps, half its samples at or below one value and half at
+    or above the next (1 % apart): the interval spans that step however many are taken, so the
+    median is known as well as the timer can tell once its ends lie within one step. Within
+    0.2 % alone it is never known, and such a kernel ran to max_samples."""
+    settings = dataclasses.replace(DEFAULTS, max_samples=500, median_min_samples=100)
+    steps = [0.003264, 0.003296, 0.003328, 0.003424] * 250  # ms, as events give them
+    timing = measure(
+        lambda: None, lambda: None, FakeStream(steps), FakeBuffer(), FakeGate(), settings
+    )
+    assert len(timing.samples_us) == 100
+    assert timing.median_us == pytest.approx(3.312)
+    samples_us = timing.samples_us + tuple(1000.0 * ms for ms in steps[100:500])
+    assert not any(
+        median_known(sorted(samples_us[:count]), settings.median_within_pct)
+        for count in range(100, 501)
+    )
+
+
+def test_the_timer_step_is_the_smallest_difference_between_any_two_samples():
+    rng = np.random.default_rng(5)
+    rule = StopRule(DEFAULTS)
+    # values as events give them: 32 ns steps, and now and then a float's rounding apart
+    values = [
+        float(k) * 0.032 + 3.0 + jitter
+        for k, jitter in zip(rng.integers(0, 40, 200), rng.choice([0.0, 4e-13], 200), strict=True)
+    ]
+    for count, value in enumerate(values, start=1):
+        rule.enough(value)
+        seen = sorted(values[:count])
+        gaps = [b - a for a, b in itertools.pairwise(seen) if b - a > 1e-6]
+        assert rule.step == (min(gaps) if gaps else math.inf)
+    assert rule.step == pytest.approx(0.032)
 
 
 def test_budget_stops_a_slow_case():

@@ -40,12 +40,15 @@ def sorted_median(ordered: Sequence[float]) -> float:
     return (float(ordered[middle - 1]) + float(ordered[middle])) / 2.0
 
 
-def median_known(ordered: Sequence[float], within_pct: float) -> bool:
-    """Whether both ends of the median's interval lie within `within_pct` of the median, for
-    samples already in ascending order."""
+def median_known(ordered: Sequence[float], within_pct: float, resolution: float = 0.0) -> bool:
+    """Whether both ends of the median's interval lie within `within_pct` of the median, or
+    within `resolution` of it where that is more (the timer's step: no count of samples tells
+    a median apart more finely than the values they can take), for samples already in
+    ascending order."""
     low, high = sorted_median_interval(ordered)
     median = sorted_median(ordered)
-    return max(high - median, median - low) <= within_pct / 100.0 * abs(median)
+    allowed = max(within_pct / 100.0 * abs(median), resolution)
+    return max(high - median, median - low) <= allowed
 
 
 def _order_cut(n: int) -> int:

@@ -6,10 +6,10 @@ while the flush, the events and the run are enqueued, and released once all are,
 launch overhead (large for a library called from Python) never sits inside the timed interval.
 Sampling stops once the relative noise is under the target with enough samples (NVBench's
 rule), once the median is known well enough (its distribution-free 95 % interval, the one
-verdicts judge by, within `median_within_pct` of it, from `median_min_samples` on), or when the
-case's wall-time budget is spent. The second rule is ours: a small kernel's samples scatter by
-a few % however many are taken, so NVBench's rule alone runs it to max_samples, long after its
-median stopped moving.
+verdicts judge by, within `median_within_pct` of it, or within one step of the timer where
+that is more, from `median_min_samples` on), or when the case's wall-time budget is spent. The
+second rule is ours: a small kernel's samples scatter by a few % however many are taken, so
+NVBench's rule alone runs it to max_samples, long after its median stopped moving.
 
 Throttling is detected as NVBench does it: a probe kernel records %globaltimer and clock64 on
 SM 0 just before and just after each sample, their ratio is the SM clock over that sample, and a
@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import collections
 import ctypes
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +33,17 @@ from cuda.core import Buffer, EventOptions, Stream
 
 from harness.model.cell import Timing
 from harness.model.matrix import TimerSettings
-from harness.model.median import median_known
+from harness.model.median import median_known, sorted_median
 from harness.run.checked import check
 
 THROTTLE_FRACTION = 0.75  # of the default SM clock: NVBench's threshold
 QUEUE_WINDOW = 256  # recent samples whose quickest start is the one that did not wait
 RECOVERY_S = 0.05  # the pause after a throttled sample: NVBench's default
+# A timer's step, the smallest difference between two samples, is believed to be its
+# resolution (CUDA events count in 32 ns steps on an H200: 1 % of a 3.3 us kernel) where it is
+# at most this share of the median; a larger one is a gap between two modes, not a step.
+STEP_MOST_PCT = 1.0
+STEP_LEAST_US = 1e-6  # a smaller difference is a float's rounding, not a step of any timer
 
 
 def summarize(
@@ -92,26 +98,49 @@ class RunningNoise:
 class StopRule:
     """Whether the samples so far are enough, asked after each: max_samples of them; or, from
     min_samples on, a relative noise at most noise_target_pct (NVBench's rule); or, from
-    median_min_samples on, the median known within median_within_pct (harness.model.median).
-    The wall-time budget is measure()'s, not a property of the samples."""
+    median_min_samples on, the median known within median_within_pct, or within the timer's
+    step where that is more (harness.model.median). The wall-time budget is measure()'s, not a
+    property of the samples.
+
+    The step matters below a few microseconds: on an H200 a 3.3 us kernel's samples take values
+    32 ns (1 %) apart, so its median is one of them, and the interval of a kernel whose samples
+    fall on two neighbouring values never narrows to 0.2 %; such a kernel ran to max_samples."""
 
     def __init__(self, settings: TimerSettings) -> None:
         self.settings = settings
         self.noise = RunningNoise()
         self.ordered: list[float] = []  # the samples ascending, kept so as each comes
+        self.step = math.inf  # the smallest difference between two samples so far
 
     def enough(self, sample_us: float) -> bool:
         settings, count = self.settings, self.noise.count + 1
         self.noise.add(sample_us)
-        bisect.insort(self.ordered, sample_us)
+        self._insert(sample_us)
         return (
             count >= settings.max_samples
             or (count >= settings.min_samples and self.noise.pct() <= settings.noise_target_pct)
             or (
                 count >= settings.median_min_samples
-                and median_known(self.ordered, settings.median_within_pct)
+                and median_known(self.ordered, settings.median_within_pct, self.resolution())
             )
         )
+
+    def resolution(self) -> float:
+        """The timer's step as the samples show it, give or take a float's rounding; 0 where
+        none is believed (STEP_MOST_PCT)."""
+        median = sorted_median(self.ordered)
+        if self.step > STEP_MOST_PCT / 100.0 * abs(median):
+            return 0.0
+        return self.step + STEP_LEAST_US
+
+    def _insert(self, sample_us: float) -> None:
+        """Into the ordered samples; a new value splits only the difference it falls in, so the
+        smallest is kept from its two neighbours alone. Differences of rounding are none."""
+        at = bisect.bisect(self.ordered, sample_us)
+        for neighbour in self.ordered[max(at - 1, 0) : at + 1]:
+            if (difference := abs(sample_us - neighbour)) > STEP_LEAST_US:
+                self.step = min(self.step, difference)
+        self.ordered.insert(at, sample_us)
 
 
 class StreamGate:
