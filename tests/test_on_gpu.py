@@ -465,9 +465,8 @@ def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu)
     staging.array((1000, 3), np.dtype(np.float32))
     staging.array((5_000_000,), np.dtype(np.float64))
     assert staging.held_bytes == kept
-    # a reserved block is locked on its first array, and downloads land in it
-    staging.reserve(4 * kept)
-    staging.reset()
+    # a reset told of more makes and locks a block that large, and downloads land in it
+    staging.reset(4 * kept)
     again = staging.array(data.shape, data.dtype)
     assert staging.held_bytes == staging.locked_bytes >= 4 * kept
     check(driver.cuMemcpyDtoH(again.ctypes.data, int(buffer.handle), data.nbytes))

@@ -1,6 +1,6 @@
-"""Where outputs are downloaded to: memory made and touched before the GPU's hold, locked under
-it when first handed out, or left pageable where the machine will not lock it
-(tests/test_on_gpu.py checks the driver's locking on a GPU)."""
+"""Where outputs are downloaded to: memory touched and locked when a check resets it for its
+downloads, or left pageable where the machine will not lock it (tests/test_on_gpu.py checks the
+driver's locking on a GPU)."""
 
 from __future__ import annotations
 
@@ -55,48 +55,44 @@ def test_where_memory_cannot_be_locked_downloads_land_in_it_unlocked():
     assert staging.held_bytes == 0
 
 
-def test_reserved_memory_is_locked_when_first_handed_out_and_kept_across_checks():
+def test_a_check_s_memory_is_made_and_locked_once_as_it_resets_and_kept_across_checks():
     locker = _Recording()
     staging = HostStaging(locker)
     outputs = [np.empty((1000, 3), np.float32), np.empty((5,), np.float64)]
     wanted = HostStaging.bytes_for(outputs)
     assert wanted == 12032 + ALIGN  # each array on its own 256-byte boundary
-    staging.reserve(wanted)  # before the hold: made and touched, not locked
-    assert staging.held_bytes >= wanted and locker.calls == []
-    staging.reset()
-    landed = [staging.array(a.shape, a.dtype) for a in outputs]
-    assert [call for call, _ in locker.calls] == ["lock"]  # once, for the block
+    staging.reset(wanted)
+    assert staging.held_bytes >= wanted and [call for call, _ in locker.calls] == ["lock"]
     assert staging.locked_bytes == staging.held_bytes
+    landed = [staging.array(a.shape, a.dtype) for a in outputs]
+    assert len(locker.calls) == 1  # handed out of the block made for them
     assert all(a.ctypes.data % ALIGN == 0 for a in landed)
     landed[0][:] = 2.0
     landed[1][:] = 3.0
     assert (landed[0] == 2.0).all() and (landed[1] == 3.0).all()
     # the next check of the same size: nothing made, nothing locked again
     held = staging.held_bytes
-    staging.reserve(wanted)
-    staging.reset()
+    staging.reset(wanted)
     for a in outputs:
         staging.array(a.shape, a.dtype)
     assert staging.held_bytes == held and len(locker.calls) == 1
 
 
-def test_a_larger_check_gets_a_larger_block_and_the_smaller_is_unlocked_under_the_hold():
+def test_a_larger_check_gets_a_larger_block_and_the_smaller_is_unlocked():
     locker = _Recording()
     staging = HostStaging(locker)
-    staging.reserve(4096)
-    staging.reset()
+    staging.reset(4096)
     small = staging.array((1024,), np.dtype(np.float32))
     small[:] = 1.0
-    staging.reserve(1 << 20)  # before the hold: the old block stays, its arrays still valid
-    assert (small == 1.0).all() and [call for call, _ in locker.calls] == ["lock"]
-    staging.reset()  # under the hold: the smaller block unlocked and given back
-    assert [call for call, _ in locker.calls] == ["lock", "unlock"]
+    staging.reset(1 << 20)
+    assert [call for call, _ in locker.calls] == ["lock", "unlock", "lock"]
     big = staging.array((1 << 18,), np.dtype(np.float32))
     assert big.nbytes == 1 << 20 and staging.held_bytes == 1 << 20
-    assert [call for call, _ in locker.calls] == ["lock", "unlock", "lock"]
+    staging.reset(4096)  # a smaller check keeps the larger block
+    assert staging.held_bytes == 1 << 20 and len(locker.calls) == 3
 
 
-def test_an_unreserved_download_grows_the_memory_to_fit_the_whole_check_next_time():
+def test_downloads_beyond_what_reset_was_told_grow_it_to_fit_the_whole_check_next_time():
     staging = HostStaging(_Recording())
     staging.array((1000,), np.dtype(np.float32))
     staging.array((100_000,), np.dtype(np.float32))  # beyond the first block
@@ -114,5 +110,5 @@ def test_empty_downloads_take_no_memory():
     staging = HostStaging(_Recording())
     empty = staging.array((0, 4), np.dtype(np.int8))
     assert empty.shape == (0, 4) and staging.held_bytes == 0
-    staging.reserve(HostStaging.bytes_for([empty]))
+    staging.reset(HostStaging.bytes_for([empty]))
     assert staging.held_bytes == 0

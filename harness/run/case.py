@@ -577,7 +577,6 @@ class GpuRuntime:
     ) -> None:
         """The fresh run on `workspace`, refilled with the fresh problem; `expected`: its
         reference."""
-        self.staging.reserve(HostStaging.bytes_for(expected.values()))  # host work: no hold
         with self.gpu():
             workspace.poison_outputs(SECOND_POISON_BYTE)
             workspace.reset_scratch()
@@ -585,7 +584,7 @@ class GpuRuntime:
             self.stream.sync()
             again = self.digests.of(workspace.extents(expected))
             problems = self._guards_written(workspace, guards)
-            self.staging.reset()
+            self.staging.reset(HostStaging.bytes_for(expected.values()))
             outputs = {name: workspace.download(name, self.staging) for name in expected}
         for name, want in expected.items():  # on the host: a timing of another lane may go on
             if msg := compare(name, outputs[name], want, case.tolerance_of(name), self.cores):
@@ -629,15 +628,13 @@ class GpuRuntime:
                 "so an element the kernel never adds into is not caught unless the reference "
                 "expects it non-zero"
             )
-        with spent.on("verify"):  # host work, before the hold: what the downloads land in
-            self.staging.reserve(HostStaging.bytes_for(problem.outputs.values()))
         with spent.on("verify"), self.gpu():
             inputs = self.digests.of(workspace.extents(problem.inputs))  # as uploaded
             guards = self.digests.of(workspace.guards)  # as filled
             workspace.reset_scratch()
             workspace.run()
             self.stream.sync()
-            self.staging.reset()
+            self.staging.reset(HostStaging.bytes_for(problem.outputs.values()))
             actual = workspace.outputs(self.staging)
             outputs = self.digests.of(workspace.extents(problem.outputs))
             after = self.digests.of(workspace.extents(problem.inputs))

@@ -3,15 +3,13 @@
 Where a download lands decides what it costs (an H200 machine, 256 MiB): 86 ms into fresh
 pageable memory, which faults in every page first; 17.6 ms into pageable memory already touched;
 4.9 ms into page-locked memory. Page-locked memory the driver allocates costs 90-157 ms per
-256 MiB to get (it faults in, zeroes and locks every page, and maps it for the GPU), and a check
-got it under the GPU's shared hold, where another lane's timing waited it out: the first large
-case of every kernel's worker paid it. Memory touched first (35 ms per 256 MiB, host work, no
-GPU) and then locked by registering it with the driver costs 10 ms under the hold.
+256 MiB to get (it faults in, zeroes and locks every page, and maps it for the GPU), under the
+GPU's shared hold, where another lane's timing waits it out: the first large case of every
+kernel's worker paid it. Memory touched (35 ms per 256 MiB) and then locked by registering it
+with the driver (10 ms) costs half of that or less.
 
-So a check asks for its downloads' memory before it takes the hold (`reserve`, host work only),
-and the memory is locked under the hold when the first array is handed out of it. Locking maps
-it for the GPU, as every other change to what the GPU sees (allocations, module loads) is made
-only where no timing can run.
+Both are done under the hold, as the allocation was: what a check's downloads need, host work
+that faults in hundreds of MB and a change to what the GPU maps, never runs beside a timing.
 """
 
 from __future__ import annotations
@@ -49,9 +47,9 @@ class DriverPageLocker:
 
 
 class _Block:
-    """Page-aligned host memory, every page touched, locked once `lock_with` has been asked."""
+    """Page-aligned host memory, every page touched, and locked where the locker will."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, locker: PageLocker) -> None:
         page = mmap.PAGESIZE
         self.size = -(-size // page) * page
         self._memory = np.empty(self.size + page, np.uint8)
@@ -59,16 +57,16 @@ class _Block:
         self._pages = self._memory[skip : skip + self.size]
         self._pages[::page] = 0  # every page faulted in now, not inside a download
         self.address = int(self._pages.ctypes.data)
-        self.locked: bool | None = None  # None: not yet asked; False: refused
         self._locker: PageLocker | None = None
+        try:
+            locker.lock(self.address, self.size)
+            self._locker = locker
+        except Exception:  # refused: downloads land here all the same, at pageable speed
+            pass
 
-    def lock_with(self, locker: PageLocker) -> None:
-        if self.locked is None:
-            try:
-                locker.lock(self.address, self.size)
-                self.locked, self._locker = True, locker
-            except Exception:  # refused: downloads land here all the same, at pageable speed
-                self.locked = False
+    @property
+    def locked(self) -> bool:
+        return self._locker is not None
 
     def free(self) -> None:
         if self._locker is not None:
@@ -78,8 +76,8 @@ class _Block:
 
 
 class HostStaging:
-    """Memory that outputs are downloaded into: `reserve` it for a check's downloads before the
-    GPU's hold, `reset` and take `array`s of it under the hold.
+    """Memory that outputs are downloaded into: `reset` it for a check's downloads and take
+    `array`s of it, both under the GPU's hold.
 
     The arrays handed out stay valid until the next `reset()`: each check of a case resets it
     before its downloads, so a check's arrays never outlive it. It grows to the largest check's
@@ -98,33 +96,40 @@ class HostStaging:
         """What downloads of arrays shaped as these take of it."""
         return sum(-(-int(array.nbytes) // ALIGN) * ALIGN for array in arrays)
 
-    def reserve(self, nbytes: int) -> None:
-        """Before a check takes the GPU's hold: memory for `nbytes` of downloads (bytes_for)
-        made and touched now, host work only, so that the hold pays only for locking it. The
-        arrays handed out before stay valid until the next reset(), which keeps only this."""
-        if nbytes and (not self._blocks or self._blocks[-1].size < nbytes):
-            self._blocks.append(_Block(nbytes))
-            self._used = 0
+    def reset(self, nbytes: int = 0) -> None:
+        """Every array handed out so far is given up; the next start over in the largest block,
+        made and locked now where it holds less than `nbytes` (bytes_for the check's
+        downloads)."""
+        last = self._blocks[-1] if self._blocks else None
+        kept = last if last is not None and last.size >= nbytes else None
+        for block in self._blocks:
+            if block is not kept:
+                block.free()
+        self._blocks = [kept] if kept is not None else []
+        self._used = self._taken = 0
+        if kept is None and nbytes:
+            self._grow(nbytes)
 
     def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """An uninitialised array of it, valid until the next reset(). Under the GPU's hold:
-        the memory is locked the first time an array is handed out of it."""
+        """An uninitialised array of it, valid until the next reset()."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         if nbytes == 0:
             return np.empty(shape, dtype)
         size = -(-nbytes // ALIGN) * ALIGN
         if not self._blocks or self._used + size > self._blocks[-1].size:
-            # unreserved: big enough for everything handed out since the reset, so that the
-            # same check next time fits
-            self._blocks.append(_Block(self._taken + size))
-            self._used = 0
-        block = self._blocks[-1]
-        block.lock_with(self._locker)
-        at = block.address + self._used
+            # more than reset() was told: big enough for everything handed out since, so that
+            # the same check next time fits
+            self._grow(self._taken + size)
+        at = self._blocks[-1].address + self._used
         self._used += size
         self._taken += size
         memory = memoryview((ctypes.c_char * nbytes).from_address(at)).cast("B")
         return np.frombuffer(memory, dtype).reshape(shape)
+
+    def _grow(self, nbytes: int) -> None:
+        """A block of `nbytes` to hand out from; the arrays of the others stay valid."""
+        self._blocks.append(_Block(nbytes, self._locker))
+        self._used = 0
 
     @property
     def held_bytes(self) -> int:
@@ -135,14 +140,6 @@ class HostStaging:
     def locked_bytes(self) -> int:
         """The part of it that is page-locked."""
         return sum(block.size for block in self._blocks if block.locked)
-
-    def reset(self) -> None:
-        """Every array handed out so far is given up; the next start over in the largest block.
-        Under the GPU's hold: unlocking the others changes what the GPU maps."""
-        for old in self._blocks[:-1]:
-            old.free()
-        del self._blocks[:-1]
-        self._used = self._taken = 0
 
     def close(self) -> None:
         for block in self._blocks:
