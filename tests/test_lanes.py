@@ -18,7 +18,7 @@ from harness.pipeline.running import Workers
 from harness.pipeline.stages import run_target
 from harness.run.device import DeviceInfo
 from harness.run.lanes import Flight, Lanes
-from harness.run.quiet import QuietLock
+from harness.run.quiet import QuietLock, held_shared
 from tests import fake_workers
 from tests.conftest import PLANTED
 
@@ -59,6 +59,21 @@ def test_a_timing_inside_a_shared_hold_is_exclusive_for_its_length_only(tmp_path
         assert _holds_within(theirs.shared)  # shared again
         assert not _holds_within(theirs.exclusive)
     assert _holds_within(theirs.exclusive)
+
+
+def test_shared_holds_on_files_of_their_own_overlap_on_threads_of_one_process(tmp_path):
+    """Workers killed at once (harness.run.pool's exit guard) hold the lock together, not one
+    after another, and none while a case is timed."""
+    path = tmp_path / "gpu0.lock"
+    one = QuietLock(path)
+    with held_shared(path):
+        assert _holds_within(lambda: held_shared(path))
+        assert not _holds_within(one.exclusive)
+    with one.shared():  # one QuietLock: its other threads wait
+        assert not _holds_within(one.shared)
+    with one.exclusive():
+        assert not _holds_within(lambda: held_shared(path))
+    one.close()
 
 
 def test_a_case_of_unknown_or_large_size_runs_alone_and_waits_its_turn():

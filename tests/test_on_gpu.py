@@ -433,6 +433,57 @@ def test_a_gpu_of_its_own_is_not_called_shared(cells):
     ]
 
 
+def test_a_worker_makes_its_context_and_is_killed_only_while_no_case_is_timed(
+    matrix, gpu, tmp_path
+):
+    """A CUDA context made or torn down beside a timing delays and slows its samples: a worker
+    makes its context under the GPU's lock, and the pool kills it under the lock. Seen from here
+    in the GPU's free memory, which a context takes and gives back."""
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    from harness.run import worker
+    from harness.run.checked import check
+    from harness.run.pool import WorkerPool
+    from harness.run.quiet import QuietLock, held_shared
+    from harness.run.worker import WorkerSetup
+
+    Device(gpu.ordinal).set_current()
+
+    def free() -> int:
+        return int(check(driver.cuMemGetInfo())[0])
+
+    lock = tmp_path / "gpu.lock"
+    timing = QuietLock(lock)  # as another worker's, timing
+    setup = WorkerSetup(gpu, matrix.timer, quiet_lock=lock)
+    pool = WorkerPool(worker.start, worker.serve, setup, lambda: held_shared(lock))
+    alone = free()
+    try:
+        with timing.exclusive():
+            pool.start()
+            time.sleep(5.0)  # a worker's start takes about a second
+            assert not pool.caught_up()
+            waiting = free()
+        deadline = time.monotonic() + 60
+        while not pool.caught_up() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.caught_up()
+        made = free()
+        assert alone - waiting < 16 << 20, (alone, waiting)  # no context yet
+        assert alone - made > 64 << 20, (alone, made)  # its context and flush buffer
+        with timing.exclusive():
+            pool.close(wait=False)
+            time.sleep(2.0)
+            killing = free()
+        pool.close()
+        gone = free()
+    finally:
+        pool.close()
+        timing.close()
+    assert abs(killing - made) < 16 << 20, (made, killing)  # not killed during the timing
+    assert gone - made > 64 << 20, (made, gone)  # then killed, its memory given back
+
+
 def test_staged_downloads_stay_whole_until_reset_and_the_staging_grows_once(gpu):
     from cuda.bindings import driver
     from cuda.core import Device

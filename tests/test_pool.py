@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -189,27 +190,77 @@ def test_a_worker_that_fails_to_start_is_never_caught_up_and_its_fault_goes_to_t
     assert CRASH.match(str(died.value)) and "exited with status 4" in str(died.value)
 
 
-def test_a_worker_closed_without_waiting_is_killed_now_and_joined_when_the_pool_exits(
-    monkeypatch,
-):
-    """A lane goes on to its next kernel while the last one's worker exits (a CUDA context's
-    teardown); nothing is left unjoined once the pool is done."""
-    joined = []
-    join = multiprocessing.process.BaseProcess.join
-    monkeypatch.setattr(
-        multiprocessing.process.BaseProcess,
-        "join",
-        lambda process, timeout=None: joined.append(process.pid) or join(process, timeout),
-    )
-    with _pool() as pool:
-        pid = pool.run(("ok", 1), timeout_s=30)[2]
+class _ExitGuard:
+    """An exit guard that notes, on entering and on leaving, whether the worker `pid` still
+    runs: on entering after a pause, by which a worker that exits by itself would be gone."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.seen: list[tuple[str, bool]] = []
+
+    @contextlib.contextmanager
+    def hold(self):
+        time.sleep(0.3)
+        self.seen.append(("entered", _running(self.pid)))
+        yield
+        self.seen.append(("left", _running(self.pid)))
+
+
+def _running(pid: int | None) -> bool:
+    """Whether process `pid` runs: not gone, not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def _guarded() -> tuple[WorkerPool, _ExitGuard]:
+    guard = _ExitGuard()
+    return WorkerPool(fake_workers.setup, fake_workers.serve, "t", guard.hold), guard
+
+
+def test_a_worker_is_killed_and_reaped_inside_the_exit_guard():
+    """A CUDA context torn down slows a timing beside it: the GPU's lock guards the kill."""
+    pool, guard = _guarded()
+    with pool:
+        guard.pid = pool.run(("ok", 1), timeout_s=30)[2]
+        pool.close()
+        assert guard.seen == [("entered", True), ("left", False)]
+
+
+def test_a_worker_that_asks_to_be_replaced_waits_to_be_killed_inside_the_guard():
+    pool, guard = _guarded()
+    with pool:
+        guard.pid = pool.run(("ok", 1), timeout_s=30)[2]
+        answer = pool.run(("poisoned", 2), timeout_s=30)
+        assert answer == ["t", 2, guard.pid]
+        assert guard.seen == [("entered", True), ("left", False)]  # it did not exit by itself
+
+
+def test_a_hung_worker_is_killed_before_the_guard_and_reaped_inside_it():
+    """A worker that hangs in a timing holds the GPU's lock that the guard would wait for."""
+    pool, guard = _guarded()
+    with pool:
+        guard.pid = pool.run(("ok", 1), timeout_s=30)[2]
+        with pytest.raises(WorkerFault, match=r"^timeout:"):
+            pool.run(("hang", 0), timeout_s=2)
+        assert guard.seen == [("entered", False), ("left", False)]
+
+
+def test_a_worker_closed_without_waiting_is_killed_on_a_thread_and_the_pool_s_exit_waits():
+    """A lane goes on to its next kernel while the last one's worker waits for the guard and
+    exits (a CUDA context's teardown); nothing is left unjoined once the pool is done."""
+    pool, guard = _guarded()
+    with pool:
+        guard.pid = pool.run(("ok", 1), timeout_s=30)[2]
         pool.close(wait=False)
-        assert joined == []  # not waited for
+        assert guard.seen == [] and _running(guard.pid)  # not waited for
         after = pool.run(("ok", 2), timeout_s=30)  # a fresh worker at once
-        assert after[2] != pid
-    assert joined[0] == pid
+        assert after[2] != guard.pid
+    assert guard.seen[:2] == [("entered", True), ("left", False)]  # then the fresh one's
     with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # killed, and reaped
+        os.kill(guard.pid, 0)  # killed, and reaped
 
 
 def test_a_module_the_fork_server_cannot_import_fails_only_what_needs_it(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import tempfile
@@ -39,6 +40,7 @@ from harness.run.device import DeviceInfo
 from harness.run.host_cache import Keeping
 from harness.run.lanes import Lanes
 from harness.run.pool import Serve, TimedOut, WorkerFault, WorkerPool
+from harness.run.quiet import held_shared
 from harness.run.schedule import (
     AHEAD_CASES,
     ExpectedTime,
@@ -83,7 +85,15 @@ class Gpu:
     def pool(self, kernel: Kernel) -> WorkerPool:
         """A worker for `kernel` (not started yet), which imports what its vendor needs."""
         setup = dataclasses.replace(self.setup, preload=kernel.declared.preload)
-        return WorkerPool(self.workers.start, self.workers.serve, _offering(setup, self.keeping))
+        return _pool(self.workers, _offering(setup, self.keeping))
+
+
+def _pool(workers: Workers, setup: WorkerSetup) -> WorkerPool:
+    """A pool of the GPU's workers, which kills one under the GPU's lock: never beside a
+    timing (harness.run.pool)."""
+    return WorkerPool(
+        workers.start, workers.serve, setup, functools.partial(held_shared, setup.quiet_lock)
+    )
 
 
 # Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.
@@ -129,7 +139,7 @@ def start_workers(
         )
         first = []
         for _ in range(first_workers(context.matrix.timer.lanes, len(context.folders))):
-            pool = WorkerPool(workers.start, workers.serve, _offering(setup, keeping))
+            pool = _pool(workers, _offering(setup, keeping))
             up.enter_context(pool).start()
             first.append(pool)
         gpus[device.ordinal] = Gpu(setup, workers, tuple(first), keeping)

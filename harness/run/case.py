@@ -170,12 +170,13 @@ class GpuRuntime:
         self.host_cache = host_cache
         self._context = ContextLimiter()
         self._quiet = quiet or QuietLock()  # exclusive while timing, shared for other GPU work
-        # The context and stream launch nothing; what allocates or launches waits for the GPU's
-        # other workers to finish timing.
-        self.device = Device(info.ordinal)
-        self.device.set_current()
-        self.stream = self.device.create_stream()
         with self._quiet.shared():
+            # Making a context is GPU work too: one made beside a timing on an H200 delayed the
+            # start of every sample over its last 70-150 ms by 150-260 us, and slowed some
+            # memsets by up to 12 %.
+            self.device = Device(info.ordinal)
+            self.device.set_current()
+            self.stream = self.device.create_stream()
             # A memset over twice the L2 before each sample evicts what the last run left there.
             self.flush = self.device.allocate(2 * info.l2_bytes, stream=self.stream)
             self.gate = StreamGate()

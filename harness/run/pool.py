@@ -8,13 +8,23 @@ that job and the next job starts in a fresh worker.
 
 A worker runs a kernel's spec, which is Python a user wrote: what it sends back is JSON, read
 and checked here, never a pickle (which would run whatever it was made to run in this process).
+
+A worker ends when the pool kills it, under the pool's exit guard where it has one: a
+process's CUDA context torn down (killed or exiting alike, until it is reaped) slowed memsets
+timed beside it by 5-25 % on an H200, and nothing in their samples told them apart. The run's
+guard for a GPU's workers is a shared hold of that GPU's lock (harness.run.quiet), so no timing
+runs beside an exit. So a worker that asks to be replaced waits to be killed; one that hangs
+may hold the lock itself, so it is killed first and reaped under the guard; one that crashes
+has exited already, unguarded (its own cell fails).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,7 +103,10 @@ def _worker_main(
         except (TypeError, ValueError) as error:  # a result JSON cannot hold: the job's bug
             data = Reply(None, True, f"worker's reply is not JSON: {error}").encoded()
         conn.send_bytes(data)
-        if reply.replace_me:
+        if reply.replace_me:  # killed by the pool, under its exit guard: never exits by itself
+            with contextlib.suppress(EOFError, OSError):
+                while True:
+                    conn.recv_bytes()
             return
 
 
@@ -111,15 +124,23 @@ class WorkerPool:
     the worker takes it once set up, and its reply is read, and dropped, before the next job's.
     """
 
-    def __init__(self, setup: Callable[[Any], Any], serve: Serve, setup_arg: Any):
+    def __init__(
+        self,
+        setup: Callable[[Any], Any],
+        serve: Serve,
+        setup_arg: Any,
+        exit_guard: Callable[[], contextlib.AbstractContextManager[object]] | None = None,
+    ):
+        """`exit_guard`: held while a worker is killed and reaped (the module's docstring)."""
         self._setup, self._serve, self._setup_arg = setup, serve, setup_arg
+        self._exit_guard = exit_guard or contextlib.nullcontext
         # forked from the fork server, which holds no CUDA context: never fork a CUDA process
         self._context = fork_server()
         self._worker: _Worker | None = None
         self._starting = False  # a worker is up but has not said it is ready
         self._posted: list[Any] = []  # jobs sent ahead to the worker up now, not yet answered
         self._start_fault: WorkerFault | None = None  # how the last worker failed to start
-        self._exiting: list[multiprocessing.process.BaseProcess] = []  # killed, not yet joined
+        self._exiting: list[threading.Thread] = []  # each killing and reaping a worker
         self.start_s = 0.0
 
     @property
@@ -152,21 +173,32 @@ class WorkerPool:
         self._starting = True
         return self._worker
 
-    def _retire(self, kill: bool, wait: bool = True) -> None:
-        """End the worker up now; `wait`: once it has exited, and every worker killed before."""
+    def _retire(self, hung: bool = False, wait: bool = True) -> None:
+        """End the worker up now: killed and reaped under the exit guard; `hung`: one that gave
+        no answer in time, which may hold what the guard waits for (a timing's exclusive hold
+        of the GPU's lock), so it is killed first. `wait`: return once it is reaped, and every
+        worker retired before; else that happens on a thread of its own."""
         if self._worker is not None:
-            process, conn = self._worker.process, self._worker.conn
-            if kill and process.is_alive():
-                process.kill()
-            conn.close()
-            self._exiting.append(process)
+            worker = self._worker
+            if hung and worker.process.is_alive():
+                worker.process.kill()
+            ending = threading.Thread(target=self._end, args=(worker,), daemon=True)
+            ending.start()
+            self._exiting.append(ending)
         if wait:
-            for process in self._exiting:
-                process.join(timeout=30)
+            for ending in self._exiting:
+                ending.join()
             self._exiting.clear()
         self._worker = None
         self._starting = False
         self._posted = []
+
+    def _end(self, worker: _Worker) -> None:
+        with self._exit_guard():
+            if worker.process.is_alive():
+                worker.process.kill()
+            worker.process.join(timeout=30)
+        worker.conn.close()  # after the kill: the worker would take EOF for its cue to exit
 
     def post(self, job: Any) -> None:
         """Send `job` to the worker (started now if none is up) without waiting for it: what
@@ -238,13 +270,13 @@ class WorkerPool:
             left = timeout_s - (time.monotonic() - started)
             try:
                 if not worker.conn.poll(max(left, 0.0)):
-                    self._retire(kill=True)
+                    self._retire()
                     raise TimedOut(f"timeout: no worker up after {timeout_s:g} s")
                 first = worker.conn.recv_bytes(len(_READY))
             except (EOFError, OSError):
                 self._died(worker)
             if first != _READY:
-                self._retire(kill=True)
+                self._retire()
                 raise WorkerFault("the worker's first message was not that it is ready")
             self._starting = False
             self.start_s = time.monotonic() - started
@@ -261,7 +293,7 @@ class WorkerPool:
         left = timeout_s - (time.monotonic() - started)
         try:
             if not worker.conn.poll(max(left, 0.0)):
-                self._retire(kill=True)
+                self._retire(hung=True)
                 raise TimedOut(f"timeout: no result after {timeout_s:g} s; worker killed")
             data = worker.conn.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, OSError):
@@ -269,23 +301,23 @@ class WorkerPool:
         try:
             reply = Reply.decoded(data)
         except (TypeError, ValueError) as error:
-            self._retire(kill=True)
+            self._retire()
             raise WorkerFault(f"the worker's reply is not readable: {error}") from None
         if reply.replace_me:
-            self._retire(kill=False)
+            self._retire()
         return reply
 
     def _died(self, worker: _Worker) -> NoReturn:
         worker.process.join(timeout=30)
         how = describe_exit(worker.process.exitcode)
-        self._retire(kill=True)
+        self._retire()
         raise WorkerFault(f"worker process {how} during this job")
 
     def close(self, wait: bool = True) -> None:
         """Kill the worker. `wait=False` returns at once: a process with a CUDA context takes a
         tenth of a second and more to exit (its context torn down), which a caller with other
         work need not wait out; the next close() that waits (the pool's exit) joins it."""
-        self._retire(kill=True, wait=wait)
+        self._retire(wait=wait)
 
     def __enter__(self) -> WorkerPool:
         return self

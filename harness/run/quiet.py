@@ -4,10 +4,12 @@ Each kernel runs in a worker process of its own, and several work on one GPU at 
 of harness.pipeline.running (one kernel's checks run while another's case is timed), and the
 next kernels' workers, which start (their CUDA context, their module loads, the occupancy
 queries of their specs' setup) ahead of their turn. Every worker of the GPU opens one lock file:
-timing holds it exclusively, and any other GPU work of the run (uploads, checked launches,
-digests, downloads, module loads) holds it shared. So checks of two kernels may overlap each
-other, and the host's share of a check (comparing with the reference) overlaps a timing, but
-nothing the run itself does reaches the GPU during a timing.
+timing holds it exclusively, and any other GPU work of the run (a worker's CUDA context made,
+uploads, checked launches, digests, downloads, module loads) holds it shared, as does the run's
+own process while it kills a worker and reaps it (harness.run.pool: a context torn down is GPU
+work too). So checks of two kernels may overlap each other, and the host's share of a check
+(comparing with the reference) overlaps a timing, but nothing the run itself does reaches the
+GPU during a timing.
 
 The kernel releases a file lock with its holder, so a worker killed while it holds it cannot
 leave the others waiting. Within a process, threads take it one at a time, and a thread that
@@ -61,6 +63,12 @@ class QuietLock:
         finally:
             self._threads.release()
 
+    def close(self) -> None:
+        """Close the file: once nothing holds it."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def _lock_file(self, mode: int | None, current: int | None) -> None:
         """The file held in `mode` (None: released), from `current`. A change of mode is not
         atomic (the kernel drops the old hold, then waits for the new): two processes turning
@@ -69,3 +77,16 @@ class QuietLock:
             started = time.monotonic()
             fcntl.flock(self._fd, fcntl.LOCK_UN if mode is None else mode)
             self.waited_s += time.monotonic() - started
+
+
+@contextlib.contextmanager
+def held_shared(path: Path | None) -> Iterator[None]:
+    """A shared hold of the lock at `path`, through a file opened for it alone: holds taken at
+    once on threads of one process overlap, as those of several processes do (one QuietLock
+    takes its threads' holds one at a time)."""
+    lock = QuietLock(path)
+    try:
+        with lock.shared():
+            yield
+    finally:
+        lock.close()
