@@ -172,8 +172,8 @@ class GpuRuntime:
         self._quiet = quiet or QuietLock()  # exclusive while timing, shared for other GPU work
         with self._quiet.shared():
             # Making a context is GPU work too: one made beside a timing on an H200 delayed the
-            # start of every sample over its last 70-150 ms by 150-260 us, and slowed some
-            # memsets by up to 12 %.
+            # start of every sample over its last 60-80 ms by 150-260 us (two by 1.5 ms), and
+            # slowed some memsets by up to 12 % (docs/reports/h200/contexts).
             self.device = Device(info.ordinal)
             self.device.set_current()
             self.stream = self.device.create_stream()
