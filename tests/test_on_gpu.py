@@ -442,11 +442,9 @@ def test_a_worker_makes_its_context_and_is_killed_only_while_no_case_is_timed(
     from cuda.bindings import driver
     from cuda.core import Device
 
-    from harness.run import worker
     from harness.run.checked import check
-    from harness.run.pool import WorkerPool
-    from harness.run.quiet import QuietLock, held_shared
-    from harness.run.worker import WorkerSetup
+    from harness.run.quiet import QuietLock
+    from harness.run.worker import WorkerSetup, gpu_pool
 
     Device(gpu.ordinal).set_current()
 
@@ -456,7 +454,7 @@ def test_a_worker_makes_its_context_and_is_killed_only_while_no_case_is_timed(
     lock = tmp_path / "gpu.lock"
     timing = QuietLock(lock)  # as another worker's, timing
     setup = WorkerSetup(gpu, matrix.timer, quiet_lock=lock)
-    pool = WorkerPool(worker.start, worker.serve, setup, lambda: held_shared(lock))
+    pool = gpu_pool(setup)  # as the run makes a GPU's
     alone = free()
     try:
         with timing.exclusive():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import tempfile
 from collections.abc import Sequence
@@ -41,8 +40,7 @@ from harness.report.verdict import ab_threshold_pct, judge_paired
 from harness.run import worker
 from harness.run.device import DeviceInfo
 from harness.run.paired import PairTiming
-from harness.run.pool import WorkerFault, WorkerPool
-from harness.run.quiet import held_shared
+from harness.run.pool import WorkerFault
 from harness.run.worker import PairJob, WorkerSetup
 
 
@@ -291,9 +289,7 @@ def _time_pairs(
         setup = WorkerSetup(
             device, matrix.timer, quiet_lock=Path(quiet), confinement=context.confinement
         )
-        # a worker is killed under the GPU's lock: never beside a timing (harness.run.pool)
-        exit_guard = functools.partial(held_shared, Path(quiet))
-        pools = [WorkerPool(worker.start, worker.serve, setup, exit_guard) for _ in groups]
+        pools = [worker.gpu_pool(setup) for _ in groups]
         for pool in pools:
             up.callback(pool.close)
         for index, group in enumerate(groups):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import tempfile
@@ -40,7 +39,6 @@ from harness.run.device import DeviceInfo
 from harness.run.host_cache import Keeping
 from harness.run.lanes import Lanes
 from harness.run.pool import Serve, TimedOut, WorkerFault, WorkerPool
-from harness.run.quiet import held_shared
 from harness.run.schedule import (
     AHEAD_CASES,
     ExpectedTime,
@@ -89,11 +87,7 @@ class Gpu:
 
 
 def _pool(workers: Workers, setup: WorkerSetup) -> WorkerPool:
-    """A pool of the GPU's workers, which kills one under the GPU's lock: never beside a
-    timing (harness.run.pool)."""
-    return WorkerPool(
-        workers.start, workers.serve, setup, functools.partial(held_shared, setup.quiet_lock)
-    )
+    return worker.gpu_pool(setup, workers.start, workers.serve)
 
 
 # Workers of one GPU holding cases prepared ahead at once: the one running, and the next three.

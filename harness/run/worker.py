@@ -13,7 +13,9 @@ checked by the run's process.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,8 @@ from harness.model.matrix import ABSettings, Target, TimerSettings
 from harness.model.spec import Case
 from harness.run.device import DeviceInfo
 from harness.run.host_cache import HostCache
-from harness.run.pool import Reply
+from harness.run.pool import Reply, Serve, WorkerPool
+from harness.run.quiet import held_shared
 from harness.run.vendor_timing import import_quietly
 from harness.sandbox import Confinement, confine
 
@@ -215,3 +218,14 @@ def start(setup: WorkerSetup) -> _Worker:
 
 def serve(worker: _Worker, job: CaseJob | PairJob | Prepare) -> Reply:
     return worker.run(job)
+
+
+def gpu_pool(
+    setup: WorkerSetup,
+    starting: Callable[[WorkerSetup], object] = start,
+    serving: Serve = serve,
+) -> WorkerPool:
+    """A pool of workers of the GPU `setup` names (started and served by `starting` and
+    `serving`, or fakes), which kills one only under that GPU's lock, held shared: never beside
+    a timing (harness.run.pool)."""
+    return WorkerPool(starting, serving, setup, functools.partial(held_shared, setup.quiet_lock))
