@@ -248,6 +248,19 @@ def test_a_hung_worker_is_killed_before_the_guard_and_reaped_inside_it():
         assert guard.seen == [("entered", False), ("left", False)]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_worker_is_killed_all_the_same_where_its_exit_guard_cannot_be_had():
+    """The guard's lock file gone (its folder removed under the run): no worker left running."""
+
+    def missing():
+        raise FileNotFoundError("no lock file")
+
+    with WorkerPool(fake_workers.setup, fake_workers.serve, "t", missing) as pool:
+        pid = pool.run(("ok", 1), timeout_s=30)[2]
+        pool.close()
+        assert not _running(pid)
+
+
 def test_a_worker_closed_without_waiting_is_killed_on_a_thread_and_the_pool_s_exit_waits():
     """A lane goes on to its next kernel while the last one's worker waits for the guard and
     exits (a CUDA context's teardown); nothing is left unjoined once the pool is done."""

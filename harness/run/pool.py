@@ -74,6 +74,13 @@ _READY = b"ready"  # a worker's first message: set up, waiting for jobs
 MAX_REPLY_BYTES = 256 << 20
 
 
+def _kill(process: multiprocessing.process.BaseProcess) -> None:
+    """Kill `process` where it still runs, and reap it."""
+    if process.is_alive():
+        process.kill()
+    process.join(timeout=30)
+
+
 def _worker_main(
     serve: Serve,
     setup: Callable[[Any], Any],
@@ -194,11 +201,12 @@ class WorkerPool:
         self._posted = []
 
     def _end(self, worker: _Worker) -> None:
-        with self._exit_guard():
-            if worker.process.is_alive():
-                worker.process.kill()
-            worker.process.join(timeout=30)
-        worker.conn.close()  # after the kill: the worker would take EOF for its cue to exit
+        try:
+            with self._exit_guard():
+                _kill(worker.process)
+        finally:  # a guard that could not be had (its lock file gone) leaves no worker behind
+            _kill(worker.process)
+            worker.conn.close()  # after the kill: the worker would take EOF for its cue to exit
 
     def post(self, job: Any) -> None:
         """Send `job` to the worker (started now if none is up) without waiting for it: what
